@@ -1,0 +1,31 @@
+/* attention.h: causal GQA attention over a contiguous KV cache, with the per-head
+ * score outputs that calibration, H2O and SmallKV need.
+ *
+ *   q      (T, H, d)        queries of this block, already rotated
+ *   kc, vc (Hkv, S_cap, d)  cache for one layer, fp32 or fp16 (kv_f16), keys rotated;
+ *                           keys 0 .. pos0+T-1 are valid (this block's K/V already written)
+ *   out    (T, H, d)
+ * Query row t sits at position pos0 + t and sees keys 0 .. pos0 + t.
+ * Optional score outputs (NULL to skip), per query head h over keys k < pos0 + T:
+ *   colsum  (H, S_cap): colsum[h][k] += sum over this block's rows t of A[t][k]
+ *   lastrow (H, S_cap): lastrow[h][k] = A[T-1][k]   (the last query's attention row)
+ * The kernel never materialises the (T x S) matrix for all heads at once. */
+#ifndef SKV_ATTENTION_H
+#define SKV_ATTENTION_H
+#include <stdbool.h>
+
+typedef struct {
+    int T, H, Hkv, d;
+    int pos0;            /* position of the first query row */
+    int S_cap;           /* stride (in tokens) of each KV head's cache */
+    bool kv_f16;         /* cache element type: fp16 (true) or fp32 */
+    float *colsum;       /* optional (H, S_cap), accumulated */
+    float *lastrow;      /* optional (H, S_cap), overwritten for k < pos0 + T */
+} skv_attn_args;
+
+void skv_attention(float *out, const float *q, const void *kc, const void *vc,
+                   const skv_attn_args *a);
+void skv_attention_ref(float *out, const float *q, const void *kc, const void *vc,
+                       const skv_attn_args *a);
+
+#endif

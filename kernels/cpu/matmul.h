@@ -1,0 +1,20 @@
+/* matmul.h: weight x activation products for every storage type (CPU, OpenMP + AVX2).
+ *
+ *   y (T, rows) = x (T, cols) @ W^T        W: [rows x cols] in its storage type
+ *
+ * T = 1 is the decode GEMV (memory bound: activations quantised to Q8_0/Q8_K and
+ * integer dot products against the quantised rows); T > 1 is prefill (compute bound:
+ * tiles of W dequantised once and reused across the T rows). skv_matmul_ref is the
+ * plain scalar reference every fast path is tested against. */
+#ifndef SKV_MATMUL_H
+#define SKV_MATMUL_H
+#include <stdint.h>
+#include "../../runtime/model.h"
+
+void skv_matmul(float *y, const float *x, const skv_weight *W, int T);
+void skv_matmul_ref(float *y, const float *x, const skv_weight *W, int T);
+
+/* Gather one row of W as floats (embedding lookup). */
+void skv_weight_row(const skv_weight *W, int64_t row, float *out);
+
+#endif

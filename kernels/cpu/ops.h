@@ -1,0 +1,17 @@
+/* ops.h: small elementwise kernels of the decoder: RMSNorm, RoPE, SwiGLU, softmax. */
+#ifndef SKV_OPS_H
+#define SKV_OPS_H
+#include "../../runtime/model.h"
+
+/* out (T, n) = x (T, n) / rms(x) * w (n) */
+void skv_rmsnorm(float *out, const float *x, const float *w, int T, int n, float eps);
+/* Rotate n_heads heads of head_dim at each of T positions (pos[t]) in place:
+ * x (T, n_heads, head_dim). */
+void skv_rope(float *x, const int *pos, int T, int n_heads, int head_dim, float theta,
+              skv_rope_mode mode);
+/* out (n) = silu(gate) * up */
+void skv_swiglu(float *out, const float *gate, const float *up, int n);
+/* In-place softmax over n values. */
+void skv_softmax(float *x, int n);
+
+#endif

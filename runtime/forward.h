@@ -1,0 +1,46 @@
+/* forward.h: the Llama/Qwen2 decoder forward pass on the CPU with a contiguous KV cache.
+ *
+ * A skv_state holds everything one sequence needs: its KV cache and the activation
+ * buffers for blocks of up to T_max tokens, all allocated once (llama2.c's RunState).
+ *   prefill: skv_forward(s, tokens, T, ...) with T > 1
+ *   decode : skv_forward(s, &tok, 1, ...)
+ * Cache layout per layer: K and V each (Hkv, S_cap, d), fp16 or fp32, keys rotated. */
+#ifndef SKV_FORWARD_H
+#define SKV_FORWARD_H
+#include <stdbool.h>
+#include <stddef.h>
+#include "model.h"
+
+typedef struct {
+    const skv_model *m;
+    int S_cap;             /* cache capacity in tokens */
+    int T_max;             /* largest block per call */
+    bool kv_f16;
+    int n_past;            /* tokens already in the cache */
+    void **k, **v;         /* [L] -> (Hkv, S_cap, d) */
+    /* activations (T_max rows) */
+    float *x, *xb, *q, *kx, *vx, *att, *hb, *hb2, *logits;
+    int *pos;
+} skv_state;
+
+typedef enum { SKV_LOGITS_NONE = 0, SKV_LOGITS_LAST = 1, SKV_LOGITS_ALL = 2 } skv_logits_mode;
+
+typedef struct {
+    skv_logits_mode logits;  /* which rows of logits to compute into s->logits */
+    int n_layers;            /* run only the first n layers (0 = all), e.g. SLM early stop;
+                                with n_layers < L no logits are produced */
+    float **colsum;          /* NULL or [L] pointers (NULL entries skip a layer) to (H, S_cap),
+                                accumulated column sums of attention probabilities */
+    float **lastrow;         /* NULL or [L] pointers to (H, S_cap): last query's attention row */
+} skv_fwd_opts;
+
+skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16);
+void skv_state_free(skv_state *s);
+void skv_state_reset(skv_state *s);   /* forget the sequence (n_past = 0) */
+
+/* Run T tokens at positions n_past .. n_past+T-1 and append their K/V.
+ * Logits land in s->logits: (1, vocab) for LAST, (T, vocab) for ALL.
+ * -1 + error when the cache or block size would overflow or a token id is out of range. */
+int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts);
+
+#endif

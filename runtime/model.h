@@ -1,0 +1,77 @@
+/* model.h: a loaded Llama/Qwen2 decoder: its config and its weights.
+ *
+ * Weights point into the model file's memory map (GGUF) or into loaded safetensors
+ * buffers; the model never copies them. Matrices are row-major [rows x cols] where
+ * cols is the input dimension (GGUF ne[0]), so y = W x is a dot product per row. */
+#ifndef SKV_MODEL_H
+#define SKV_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "../kernels/cpu/quant.h"
+
+typedef enum { SKV_ARCH_LLAMA = 0, SKV_ARCH_QWEN2 = 1 } skv_arch;
+
+/* RoPE pairing: ADJACENT rotates (x[2i], x[2i+1]) (GGUF llama, whose Q/K rows were permuted
+ * by the converter); HALVES rotates (x[i], x[i+d/2]) (Hugging Face layout, GGUF qwen2). */
+typedef enum { SKV_ROPE_ADJACENT = 0, SKV_ROPE_HALVES = 1 } skv_rope_mode;
+
+typedef struct {
+    skv_arch arch;
+    int n_layer;       /* L */
+    int dim;           /* model width C */
+    int n_head;        /* H query heads */
+    int n_kv_head;     /* Hkv */
+    int head_dim;      /* d */
+    int ffn_dim;       /* SwiGLU hidden width */
+    int vocab;         /* rows of the embedding / LM head */
+    int ctx_max;       /* trained context length */
+    float rope_theta;
+    float norm_eps;
+    skv_rope_mode rope_mode;
+    int tied_embeddings;   /* LM head = token embedding matrix */
+    int has_qkv_bias;
+} skv_config;
+
+typedef struct {
+    int type;          /* skv_type */
+    int64_t rows, cols;
+    const void *data;  /* rows * skv_row_bytes(type, cols) bytes */
+} skv_weight;
+
+typedef struct {
+    skv_weight attn_norm;              /* F32 [C] */
+    skv_weight wq, wk, wv, wo;         /* [H*d x C], [Hkv*d x C], [Hkv*d x C], [C x H*d] */
+    skv_weight bq, bk, bv;             /* F32 biases (qwen2), data NULL when absent */
+    skv_weight ffn_norm;               /* F32 [C] */
+    skv_weight w_gate, w_up, w_down;   /* [F x C], [F x C], [C x F] */
+} skv_layer;
+
+struct skv_tokenizer;
+struct gguf_file_s;
+
+typedef struct skv_model {
+    char *path;
+    char *name;                /* general.name or directory name */
+    skv_config cfg;
+    skv_weight tok_embd;       /* [vocab x C] */
+    skv_weight out_norm;       /* F32 [C] */
+    skv_weight output;         /* [vocab x C] (== tok_embd when tied) */
+    skv_layer *layers;         /* [L] */
+    struct skv_tokenizer *tok; /* NULL if the file has none */
+    /* ownership: exactly one of these is set */
+    void *gguf;                /* gguf_file* */
+    void *hf;                  /* hf model storage (safetensors maps, converted buffers) */
+    size_t weight_bytes;       /* bytes of all weights as stored */
+} skv_model;
+
+/* Load a GGUF file or a Hugging Face directory (config.json + *.safetensors).
+ * NULL + skv_last_error() on failure. */
+skv_model *skv_model_load(const char *path);
+skv_model *skv_model_load_gguf(const char *path);
+skv_model *skv_model_load_hf(const char *dir);
+void skv_model_free(skv_model *m);
+
+/* Bytes of K+V per token for the whole model at the given cache element size. */
+size_t skv_model_kv_bytes_per_token(const skv_model *m, size_t elem_bytes);
+
+#endif
