@@ -35,7 +35,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: all test models models-test bench clean tools
+.PHONY: all test check run deps models models-test bench clean tools
 all: $(LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
 
@@ -66,6 +66,19 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUP_OBJ) $(LIB)
 
 test: all
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BIN)
+
+# The README's two commands. `check`: install, fetch the test model, build, run the tests.
+check: deps
+	scripts/fetch-models.sh test
+	$(MAKE) test
+# `run`: install, fetch the default models, build, run the main job on them.
+run: deps
+	scripts/fetch-models.sh $(if $(RUN_MODELS),$(RUN_MODELS),all)
+	$(MAKE) all
+	scripts/run-main.sh
+
+deps:
+	scripts/install-deps.sh
 
 models:
 	scripts/fetch-models.sh all

@@ -1,5 +1,4 @@
 /* util.c: error messages, checked allocation, whole-file I/O, atomic writes, half floats. */
-#define _GNU_SOURCE
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -22,13 +21,21 @@ int skv_error(const char *fmt, ...) {
 }
 
 int skv_error_prefix(const char *fmt, ...) {
-    char pre[512], old[sizeof g_err];
+    char old[sizeof g_err];
+    memcpy(old, g_err, sizeof old);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(pre, sizeof pre, fmt, ap);
+    int n = vsnprintf(g_err, sizeof g_err, fmt, ap);
     va_end(ap);
-    memcpy(old, g_err, sizeof old);
-    snprintf(g_err, sizeof g_err, "%s: %s", pre, old);
+    if (n >= 0 && (size_t)n < sizeof g_err - 2) {
+        size_t used = (size_t)n;
+        g_err[used++] = ':';
+        g_err[used++] = ' ';
+        size_t left = sizeof g_err - used - 1, ol = strlen(old);
+        if (ol > left) ol = left;
+        memcpy(g_err + used, old, ol);
+        g_err[used + ol] = 0;
+    }
     return -1;
 }
 

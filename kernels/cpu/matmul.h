@@ -14,6 +14,13 @@
 void skv_matmul(float *y, const float *x, const skv_weight *W, int T);
 void skv_matmul_ref(float *y, const float *x, const skv_weight *W, int T);
 
+/* Force (1) or release (0) the reference path in skv_matmul; default: env SKV_MATMUL_REF. */
+void skv_matmul_set_ref(int on);
+
+/* Smallest T for which skv_matmul uses the prefill GEMM (float tiles) for this type;
+ * smaller T uses the per-row decode dots (Q8 activations). */
+int skv_matmul_gemm_min_t(int type);
+
 /* Gather one row of W as floats (embedding lookup). */
 void skv_weight_row(const skv_weight *W, int64_t row, float *out);
 

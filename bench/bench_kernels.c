@@ -1,0 +1,149 @@
+/* bench_kernels.c: speed of the CPU kernels against the machine's limits.
+ *   - streaming-read bandwidth (OpenMP, AVX2 loads over 256 MiB): the decode ceiling;
+ *   - decode GEMV (T = 1) per type and shape, cycling through enough copies of the matrix
+ *     to defeat the caches: GB/s of weight bytes read, and % of the streaming bandwidth;
+ *   - prefill GEMM (T = 512): effective GFLOP/s = 2*rows*cols*T / time;
+ *   - decode attention at S = 2048/4096 (fp16 cache).
+ * Build by hand (not in the Makefile):
+ *   gcc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -mavx2 -mfma -mf16c bench/bench_kernels.c \
+ *       build/libsmallkv.a -o build/bin/bench_kernels -lzstd -lcjson -lm
+ * Run: OMP_NUM_THREADS=2 build/bin/bench_kernels */
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+#include "../kernels/cpu/matmul.h"
+#include "../kernels/cpu/attention.h"
+#include "../runtime/util.h"
+
+static uint64_t rng = 1234567;
+static float frand(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) * 2.0f - 1.0f;
+}
+
+static volatile float sink;
+
+static double stream_read_gbs(void) {
+    size_t n = (size_t)256 << 20 >> 2;
+    float *a = skv_aligned_alloc(n * 4, "bench");
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) a[i] = 1.0f;
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = skv_now();
+        float tot = 0;
+        #pragma omp parallel reduction(+ : tot)
+        {
+            __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            #pragma omp for
+            for (size_t i = 0; i < n; i += 32) {
+                s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
+                s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
+                s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
+                s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
+            }
+            float b[8];
+            _mm256_storeu_ps(b, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+            for (int j = 0; j < 8; j++) tot += b[j];
+        }
+        double dt = skv_now() - t0;
+        sink += tot;
+        if (n * 4 / dt / 1e9 > best) best = n * 4 / dt / 1e9;
+    }
+    free(a);
+    return best;
+}
+
+static skv_weight make_weight(int type, int64_t rows, int64_t cols) {
+    skv_weight W = { .type = type, .rows = rows, .cols = cols };
+    size_t rb = skv_row_bytes(type, cols);
+    uint8_t *data = skv_aligned_alloc(rb * rows, "bench weight");
+    float *tmp = malloc(sizeof(float) * cols);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t k = 0; k < cols; k++) tmp[k] = 0.1f * frand();
+        skv_quant_row(type, tmp, data + r * rb, cols);
+    }
+    free(tmp);
+    W.data = data;
+    return W;
+}
+
+static void bench_shape(int type, int64_t rows, int64_t cols, double bw, int do_gemm) {
+    size_t bytes = skv_row_bytes(type, cols) * rows;
+    int copies = (int)((size_t)160 << 20) / (int)bytes + 1;   /* > 160 MiB in total */
+    if (copies > 64) copies = 64;
+    skv_weight W0 = make_weight(type, rows, cols);
+    skv_weight *Ws = malloc(sizeof(skv_weight) * copies);
+    for (int c = 0; c < copies; c++) {
+        Ws[c] = W0;
+        void *d = skv_aligned_alloc(bytes, "bench copy");
+        memcpy(d, W0.data, bytes);
+        Ws[c].data = d;
+    }
+    const int T = 512;
+    float *x = malloc(sizeof(float) * T * cols), *y = malloc(sizeof(float) * T * rows);
+    for (int64_t i = 0; i < T * cols; i++) x[i] = frand();
+    /* decode */
+    int iters = copies * 4;
+    if (iters < 64) iters = 64;
+    for (int c = 0; c < copies; c++) skv_matmul(y, x, &Ws[c], 1);
+    double t0 = skv_now();
+    for (int it = 0; it < iters; it++) skv_matmul(y, x, &Ws[it % copies], 1);
+    double dt = (skv_now() - t0) / iters;
+    double gbs = bytes / dt / 1e9;
+    printf("%-5s %5lld x %-5lld  %6.2f MB  GEMV %7.1f us  %6.1f GB/s (%3.0f%% of read bw)", skv_type_name(type),
+           (long long)rows, (long long)cols, bytes / 1e6, dt * 1e6, gbs, 100 * gbs / bw);
+    if (do_gemm) {
+        skv_matmul(y, x, &Ws[0], T);
+        double best = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            t0 = skv_now();
+            skv_matmul(y, x, &Ws[rep % copies], T);
+            double d = skv_now() - t0;
+            if (d < best) best = d;
+        }
+        printf("  GEMM T=%d %7.2f ms %6.1f GFLOP/s", T, best * 1e3, 2.0 * rows * cols * T / best / 1e9);
+    }
+    printf("\n");
+    for (int c = 0; c < copies; c++) free((void *)Ws[c].data);
+    free(Ws); free((void *)W0.data); free(x); free(y);
+}
+
+static void bench_attention(int S, int H, int Hkv, int d) {
+    skv_attn_args a = { .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = S - 1, .S_cap = S, .kv_f16 = true };
+    size_t n = (size_t)Hkv * S * d;
+    uint16_t *k = malloc(n * 2), *v = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) { k[i] = skv_f32_to_f16(frand()); v[i] = skv_f32_to_f16(frand()); }
+    float *q = malloc(sizeof(float) * H * d), *o = malloc(sizeof(float) * H * d);
+    for (int i = 0; i < H * d; i++) q[i] = frand();
+    skv_attention(o, q, k, v, &a);
+    int iters = 200;
+    double t0 = skv_now();
+    for (int i = 0; i < iters; i++) skv_attention(o, q, k, v, &a);
+    double dt = (skv_now() - t0) / iters;
+    printf("attention decode fp16 S=%d H=%d Hkv=%d d=%d: %7.1f us (%.1f GB/s of KV)\n", S, H, Hkv, d, dt * 1e6,
+           2.0 * n * 2 / dt / 1e9);
+    free(k); free(v); free(q); free(o);
+}
+
+int main(void) {
+    printf("threads: %d\n", omp_get_max_threads());
+    double bw = stream_read_gbs();
+    printf("streaming read bandwidth: %.1f GB/s\n", bw);
+    bench_shape(SKV_Q5_0, 4864, 896, bw, 1);     /* qwen2.5-0.5b ffn gate/up */
+    bench_shape(SKV_Q6_K, 896, 4864, bw, 1);     /* qwen2.5-0.5b ffn down */
+    bench_shape(SKV_Q8_0, 4864, 896, bw, 1);
+    bench_shape(SKV_Q4_K, 8960, 1536, bw, 0);    /* qwen2.5-1.5b ffn gate/up */
+    bench_shape(SKV_Q6_K, 1536, 8960, bw, 0);
+    bench_shape(SKV_Q4_1, 1536, 576, bw, 1);     /* SmolLM2 ffn gate/up */
+    bench_shape(SKV_Q4_1, 576, 1536, bw, 1);     /* SmolLM2 ffn down */
+    bench_shape(SKV_Q8_0, 49152, 576, bw, 0);    /* SmolLM2 LM head */
+    bench_shape(SKV_F32, 1536, 576, bw, 1);
+    bench_attention(2048, 14, 2, 64);
+    bench_attention(4096, 14, 2, 64);
+    bench_attention(4096, 12, 2, 128);
+    return 0;
+}

@@ -1,0 +1,203 @@
+/* attention.c: causal GQA attention over a contiguous fp32/fp16 KV cache (attention.h),
+ * with the optional per-head colsum / lastrow score outputs.
+ *
+ * One task = one (query head h, query row t): scores s[k] = q.K[k] / sqrt(d) for keys
+ * k <= pos0 + t (kv head h / (H/Hkv)), softmax, out = sum_k A[k] V[k]. Each thread owns one
+ * score row of S = pos0 + T floats; the (T x S) matrix never exists.
+ * OpenMP: over (h, t) pairs; when colsum is requested, over heads only, each head's rows
+ * processed in order t = 0..T-1, so colsum is race-free and identical for any thread
+ * count. Dots and the V sum are AVX2 (fp16 via _mm256_cvtph_ps); exp is a vectorised
+ * Cephes-style polynomial (relative error ~2e-7). skv_attention_ref is the plain scalar
+ * version with expf. */
+#include "attention.h"
+#include "../../runtime/util.h"
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <omp.h>
+
+/* ---------------- reference ---------------- */
+
+static inline float kv_at(const void *c, bool f16, size_t i) {
+    return f16 ? skv_f16_to_f32(((const uint16_t *)c)[i]) : ((const float *)c)[i];
+}
+
+void skv_attention_ref(float *out, const float *q, const void *kc, const void *vc,
+                       const skv_attn_args *a) {
+    const int T = a->T, H = a->H, d = a->d, S = a->pos0 + a->T, grp = a->H / a->Hkv;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *p = skv_malloc((size_t)S * sizeof(float), "attention scores");
+    if (!p) return;
+    for (int h = 0; h < H; h++) {
+        const size_t kvoff = (size_t)(h / grp) * a->S_cap * d;
+        for (int t = 0; t < T; t++) {
+            const float *qv = q + ((size_t)t * H + h) * d;
+            const int n = a->pos0 + t + 1;
+            float mx = -INFINITY;
+            for (int k = 0; k < n; k++) {
+                float s = 0.0f;
+                for (int i = 0; i < d; i++) s += qv[i] * kv_at(kc, a->kv_f16, kvoff + (size_t)k * d + i);
+                p[k] = s * scale;
+                if (p[k] > mx) mx = p[k];
+            }
+            double sum = 0.0;
+            for (int k = 0; k < n; k++) { p[k] = expf(p[k] - mx); sum += p[k]; }
+            for (int k = 0; k < n; k++) p[k] = (float)(p[k] / sum);
+            float *o = out + ((size_t)t * H + h) * d;
+            for (int i = 0; i < d; i++) {
+                float s = 0.0f;
+                for (int k = 0; k < n; k++) s += p[k] * kv_at(vc, a->kv_f16, kvoff + (size_t)k * d + i);
+                o[i] = s;
+            }
+            if (a->colsum)
+                for (int k = 0; k < n; k++) a->colsum[(size_t)h * a->S_cap + k] += p[k];
+            if (a->lastrow && t == T - 1)
+                for (int k = 0; k < n; k++) a->lastrow[(size_t)h * a->S_cap + k] = p[k];
+        }
+    }
+    free(p);
+}
+
+/* ---------------- fast path ---------------- */
+
+/* exp(x) for 8 floats, x <= 0 typical; Cephes expf polynomial on x - n ln2. */
+static inline __m256 exp8(__m256 x) {
+    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f)), _mm256_set1_ps(-87.3365f));
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+static inline __m256 load8(const void *c, bool f16, size_t i) {
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)c + i)))
+               : _mm256_loadu_ps((const float *)c + i);
+}
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* One (head, row): out (d) and the normalised row p (n). K, V point at the kv head. */
+static inline __attribute__((always_inline)) void attn_row(float *o, const float *qv, const void *K, const void *V, bool f16, int d, int n,
+                     float scale, float *p) {
+    const int d8 = d & ~7;
+    /* scores: 8 keys at a time, 8 independent accumulators reduced by a transpose-add */
+    float mx = -INFINITY;
+    int k = 0;
+    if (d8 == d) {
+        __m256 vmx = _mm256_set1_ps(-INFINITY), vsc = _mm256_set1_ps(scale);
+        for (; k + 8 <= n; k += 8) {
+            __m256 c[8];
+            for (int j = 0; j < 8; j++) c[j] = _mm256_setzero_ps();
+            for (int i = 0; i < d; i += 8) {
+                __m256 qi = _mm256_loadu_ps(qv + i);
+                for (int j = 0; j < 8; j++) c[j] = _mm256_fmadd_ps(qi, load8(K, f16, (size_t)(k + j) * d + i), c[j]);
+            }
+            __m256 t0 = _mm256_hadd_ps(c[0], c[1]), t1 = _mm256_hadd_ps(c[2], c[3]);
+            __m256 t2 = _mm256_hadd_ps(c[4], c[5]), t3 = _mm256_hadd_ps(c[6], c[7]);
+            __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+            __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+            sv = _mm256_mul_ps(sv, vsc);
+            _mm256_storeu_ps(p + k, sv);
+            vmx = _mm256_max_ps(vmx, sv);
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmx), _mm256_extractf128_ps(vmx, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        mx = _mm_cvtss_f32(h);
+    }
+    for (; k < n; k++) {
+        const size_t row = (size_t)k * d;
+        __m256 acc = _mm256_setzero_ps();
+        for (int i = 0; i < d8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + i), load8(K, f16, row + i), acc);
+        float s = hsum8(acc);
+        for (int i = d8; i < d; i++) s += qv[i] * kv_at(K, f16, row + i);
+        s *= scale;
+        p[k] = s;
+        mx = s > mx ? s : mx;
+    }
+    /* exp and sum */
+    __m256 vmx = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
+    for (k = 0; k + 8 <= n; k += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p + k), vmx));
+        _mm256_storeu_ps(p + k, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    float sum = hsum8(vs);
+    for (; k < n; k++) { p[k] = expf(p[k] - mx); sum += p[k]; }
+    const float inv = 1.0f / sum;
+    __m256 vinv = _mm256_set1_ps(inv);
+    for (k = 0; k + 8 <= n; k += 8) _mm256_storeu_ps(p + k, _mm256_mul_ps(_mm256_loadu_ps(p + k), vinv));
+    for (; k < n; k++) p[k] *= inv;
+    /* out = sum_k p[k] V[k], 64 columns (8 registers) at a time */
+    int i0 = 0;
+    for (; i0 + 64 <= d; i0 += 64) {
+        __m256 c[8];
+        for (int j = 0; j < 8; j++) c[j] = _mm256_setzero_ps();
+        for (k = 0; k < n; k++) {
+            __m256 pk = _mm256_broadcast_ss(p + k);
+            const size_t row = (size_t)k * d + i0;
+            for (int j = 0; j < 8; j++) c[j] = _mm256_fmadd_ps(pk, load8(V, f16, row + 8 * j), c[j]);
+        }
+        for (int j = 0; j < 8; j++) _mm256_storeu_ps(o + i0 + 8 * j, c[j]);
+    }
+    for (; i0 + 8 <= d; i0 += 8) {
+        __m256 c = _mm256_setzero_ps();
+        for (k = 0; k < n; k++) c = _mm256_fmadd_ps(_mm256_broadcast_ss(p + k), load8(V, f16, (size_t)k * d + i0), c);
+        _mm256_storeu_ps(o + i0, c);
+    }
+    for (; i0 < d; i0++) {
+        float c = 0.0f;
+        for (k = 0; k < n; k++) c += p[k] * kv_at(V, f16, (size_t)k * d + i0);
+        o[i0] = c;
+    }
+}
+
+void skv_attention(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a) {
+    const int T = a->T, H = a->H, d = a->d, S = a->pos0 + a->T, grp = a->H / a->Hkv;
+    const float scale = 1.0f / sqrtf((float)d);
+    const size_t esz = a->kv_f16 ? 2 : 4;
+    const int nth = omp_get_max_threads();
+    float *scratch = skv_malloc((size_t)nth * ((size_t)S + 8) * sizeof(float), "attention scores");
+    if (!scratch) return;
+    const bool per_head = a->colsum != NULL;
+    const int64_t tasks = per_head ? H : (int64_t)H * T;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; task++) {
+        float *p = scratch + (size_t)omp_get_thread_num() * ((size_t)S + 8);
+        const int h = (int)(per_head ? task : task / T);
+        const int tb = per_head ? 0 : (int)(task % T), te = per_head ? T : tb + 1;
+        const size_t kvoff = (size_t)(h / grp) * a->S_cap * d * esz;
+        const void *K = (const uint8_t *)kc + kvoff, *V = (const uint8_t *)vc + kvoff;
+        for (int t = tb; t < te; t++) {
+            const int n = a->pos0 + t + 1;
+            float *o = out + ((size_t)t * H + h) * d;
+            const float *qv = q + ((size_t)t * H + h) * d;
+            if (a->kv_f16) attn_row(o, qv, K, V, true, d, n, scale, p);   /* literal: specialised */
+            else attn_row(o, qv, K, V, false, d, n, scale, p);
+            if (a->colsum) {
+                float *cs = a->colsum + (size_t)h * a->S_cap;
+                for (int k = 0; k < n; k++) cs[k] += p[k];
+            }
+            if (a->lastrow && t == T - 1) {
+                float *lr = a->lastrow + (size_t)h * a->S_cap;
+                for (int k = 0; k < n; k++) lr[k] = p[k];
+            }
+        }
+    }
+    free(scratch);
+}

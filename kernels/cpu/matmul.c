@@ -1,0 +1,200 @@
+/* matmul.c: y (T, rows) = x (T, cols) @ W^T for every storage type: the scalar reference,
+ * the decode GEMV (T small) and the prefill GEMM (T large), and the embedding row gather.
+ *
+ *   skv_matmul_ref  plain loops over skv_dequant_row chunks, double accumulators.
+ *   GEMV (T < skv_matmul_gemm_min_t(type)): each x row is quantised once (vecdot.h: Q8_0/Q8_K or float),
+ *       then OpenMP over weight rows; each weight row is dotted with all T activation rows
+ *       while it sits in L1.
+ *   GEMM (larger T): OpenMP over panels of NR=16 weight rows (split along T
+ *       too when there are few panels). For each KC-wide slice of the panel the 16 rows
+ *       are dequantised once into a packed (KC, 16) float panel, then a 6x16 register-
+ *       blocked FMA micro-kernel runs over all T rows of x: 12 accumulators, 2 panel loads
+ *       and 6 broadcasts per k.
+ * SKV_MATMUL_REF=1 in the environment (or skv_matmul_set_ref(1)) routes skv_matmul to
+ * the reference. */
+#include "matmul.h"
+#include "vecdot.h"
+#include "../../runtime/util.h"
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+
+#define NR 16          /* weight rows per packed panel (2 AVX vectors) */
+#define MR 6           /* x rows per micro-kernel tile */
+#define KC 256         /* k slice: a multiple of every block size */
+
+/* Smallest T that takes the GEMM path. Panel dequantisation uses the scalar
+ * skv_dequant_row (1-3 ns per weight), so for quantised types the per-row integer GEMV
+ * wins until T is a few dozen (measured crossover, 1 thread: Q4_1 ~24, Q5_0 ~64, Q6_K ~128). */
+int skv_matmul_gemm_min_t(int type) {
+    switch (type) {
+    case SKV_F32: case SKV_F16: case SKV_BF16: return 4;
+    case SKV_Q4_K: case SKV_Q5_K: case SKV_Q6_K: return 128;
+    case SKV_Q5_0: case SKV_Q5_1: return 64;
+    default: return 32;
+    }
+}
+
+static int force_ref = -1;   /* -1: read SKV_MATMUL_REF on first use */
+
+void skv_matmul_set_ref(int on) { force_ref = on ? 1 : 0; }
+
+static int use_ref(void) {
+    int f = __atomic_load_n(&force_ref, __ATOMIC_RELAXED);
+    if (f < 0) {
+        const char *e = getenv("SKV_MATMUL_REF");
+        f = (e && *e && strcmp(e, "0") != 0) ? 1 : 0;
+        __atomic_store_n(&force_ref, f, __ATOMIC_RELAXED);
+    }
+    return f;
+}
+
+/* ---------------- reference ---------------- */
+
+void skv_matmul_ref(float *y, const float *x, const skv_weight *W, int T) {
+    const int64_t rows = W->rows, cols = W->cols;
+    const size_t rb = skv_row_bytes(W->type, cols);
+    const uint8_t *base = W->data;
+    #pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        float buf[KC];
+        for (int t = 0; t < T; t++) {
+            double acc = 0.0;
+            for (int64_t k0 = 0; k0 < cols; k0 += KC) {
+                int64_t kc = cols - k0 < KC ? cols - k0 : KC;
+                skv_dequant_row(W->type, base + (size_t)r * rb + skv_row_bytes(W->type, k0), buf, kc);
+                const float *xr = x + (size_t)t * cols + k0;
+                for (int64_t k = 0; k < kc; k++) acc += (double)buf[k] * xr[k];
+            }
+            y[(size_t)t * rows + r] = (float)acc;
+        }
+    }
+}
+
+void skv_weight_row(const skv_weight *W, int64_t row, float *out) {
+    const size_t rb = skv_row_bytes(W->type, W->cols);
+    skv_dequant_row(W->type, (const uint8_t *)W->data + (size_t)row * rb, out, W->cols);
+}
+
+/* ---------------- decode GEMV ---------------- */
+
+static int gemv(float *y, const float *x, const skv_weight *W, int T, skv_vec_dot_fn dot) {
+    const int64_t rows = W->rows, cols = W->cols;
+    const size_t rb = skv_row_bytes(W->type, cols);
+    const size_t ab = skv_vec_act_bytes(W->type, cols);
+    size_t total;
+    if (!skv_mul_ok(ab, (size_t)T, &total)) return -1;
+    uint8_t *act = skv_aligned_alloc(total, "matmul activations");
+    if (!act) return -1;
+    for (int t = 0; t < T; t++) skv_vec_quant_act(W->type, x + (size_t)t * cols, act + (size_t)t * ab, cols);
+    const uint8_t *base = W->data;
+    /* dynamic chunks: a thread that loses its core (shared machines) does not stall the rest */
+    #pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *wr = base + (size_t)r * rb;
+        for (int t = 0; t < T; t++) y[(size_t)t * rows + r] = dot(cols, wr, act + (size_t)t * ab);
+    }
+    free(act);
+    return 0;
+}
+
+/* ---------------- prefill GEMM ---------------- */
+
+/* out (mr, NR) = x (mr rows, stride ldx) (kc) @ wp (kc, NR); mr is a literal at each call. */
+static inline __attribute__((always_inline)) void tile(int mr, int kc, const float *x, int64_t ldx,
+                                                       const float *wp, float out[MR][NR]) {
+    __m256 c0[MR], c1[MR];
+    #pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm256_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(wp + (size_t)k * NR), b1 = _mm256_load_ps(wp + (size_t)k * NR + 8);
+        #pragma GCC unroll 6
+        for (int i = 0; i < MR; i++) {
+            if (i < mr) {
+                __m256 a = _mm256_broadcast_ss(x + (size_t)i * ldx + k);
+                c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
+                c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
+            }
+        }
+    }
+    #pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) {
+        if (i < mr) {
+            _mm256_storeu_ps(out[i], c0[i]);
+            _mm256_storeu_ps(out[i] + 8, c1[i]);
+        }
+    }
+}
+
+static void tile_any(int mr, int kc, const float *x, int64_t ldx, const float *wp, float out[MR][NR]) {
+    switch (mr) {
+    case 6: tile(6, kc, x, ldx, wp, out); break;
+    case 5: tile(5, kc, x, ldx, wp, out); break;
+    case 4: tile(4, kc, x, ldx, wp, out); break;
+    case 3: tile(3, kc, x, ldx, wp, out); break;
+    case 2: tile(2, kc, x, ldx, wp, out); break;
+    default: tile(1, kc, x, ldx, wp, out); break;
+    }
+}
+
+static void gemm(float *y, const float *x, const skv_weight *W, int T) {
+    const int64_t rows = W->rows, cols = W->cols;
+    const size_t rb = skv_row_bytes(W->type, cols);
+    const uint8_t *base = W->data;
+    const int64_t panels = (rows + NR - 1) / NR;
+    const int nth = omp_get_max_threads();
+    /* split T into tsplit ranges when there are too few panels to feed the threads */
+    int64_t tsplit = 1;
+    while (panels * tsplit < 2 * nth && (int64_t)T / (tsplit * 2) >= 4 * MR) tsplit *= 2;
+    const int64_t tchunk = ((T + tsplit - 1) / tsplit + MR - 1) / MR * MR;
+    const int64_t tasks = panels * tsplit;
+
+    #pragma omp parallel
+    {
+        float wp[KC * NR] __attribute__((aligned(32)));
+        float tmp[NR][KC] __attribute__((aligned(32)));
+        float out[MR][NR];
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            const int64_t p = task / tsplit, ts = task % tsplit;
+            const int64_t r0 = p * NR, nr = rows - r0 < NR ? rows - r0 : NR;
+            const int64_t t0 = ts * tchunk, t1 = t0 + tchunk < T ? t0 + tchunk : T;
+            if (t0 >= t1) continue;
+            for (int64_t k0 = 0; k0 < cols; k0 += KC) {
+                const int kc = (int)(cols - k0 < KC ? cols - k0 : KC);
+                const size_t koff = skv_row_bytes(W->type, k0);
+                for (int64_t i = 0; i < nr; i++)
+                    skv_dequant_row(W->type, base + (size_t)(r0 + i) * rb + koff, tmp[i], kc);
+                for (int k = 0; k < kc; k++) {
+                    for (int64_t i = 0; i < nr; i++) wp[k * NR + i] = tmp[i][k];
+                    for (int64_t i = nr; i < NR; i++) wp[k * NR + i] = 0.0f;
+                }
+                for (int64_t t = t0; t < t1; t += MR) {
+                    const int mr = (int)(t1 - t < MR ? t1 - t : MR);
+                    tile_any(mr, kc, x + (size_t)t * cols + k0, cols, wp, out);
+                    for (int i = 0; i < mr; i++) {
+                        float *yr = y + (size_t)(t + i) * rows + r0;
+                        if (k0 == 0) for (int64_t j = 0; j < nr; j++) yr[j] = out[i][j];
+                        else for (int64_t j = 0; j < nr; j++) yr[j] += out[i][j];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---------------- dispatch ---------------- */
+
+void skv_matmul(float *y, const float *x, const skv_weight *W, int T) {
+    if (T <= 0 || W->rows <= 0) return;
+    if (use_ref()) { skv_matmul_ref(y, x, W, T); return; }
+    skv_vec_dot_fn dot = skv_vec_dot_for(W->type);
+    int blk = skv_type_block(W->type);
+    if (dot && T < skv_matmul_gemm_min_t(W->type) && blk > 0 && W->cols % (blk > 1 ? blk : 1) == 0) {
+        if (gemv(y, x, W, T, dot) == 0) return;
+        skv_matmul_ref(y, x, W, T);   /* out of memory for the activation copy */
+        return;
+    }
+    gemm(y, x, W, T);
+}

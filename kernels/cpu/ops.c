@@ -1,0 +1,77 @@
+/* ops.c: the small elementwise kernels of the decoder: RMSNorm, RoPE (both pairings),
+ * SwiGLU and softmax. They are cheap next to the matmuls, so they stay close to the
+ * plain formulas (double sum in RMSNorm, expf in SwiGLU/softmax); only RMSNorm's scaling
+ * loop is vectorised. */
+#include "ops.h"
+#include <immintrin.h>
+#include <math.h>
+
+/* out (T, n) = x (T, n) / sqrt(mean(x^2) + eps) * w (n) */
+void skv_rmsnorm(float *out, const float *x, const float *w, int T, int n, float eps) {
+    for (int t = 0; t < T; t++) {
+        const float *xr = x + (size_t)t * n;
+        float *o = out + (size_t)t * n;
+        double ss = 0.0;
+        for (int i = 0; i < n; i++) ss += (double)xr[i] * xr[i];
+        float s = (float)(1.0 / sqrt(ss / n + (double)eps));
+        __m256 vs = _mm256_set1_ps(s);
+        int i = 0;
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + i), vs), _mm256_loadu_ps(w + i)));
+        for (; i < n; i++) o[i] = xr[i] * s * w[i];
+    }
+}
+
+/* x (T, n_heads, d): pair i (0 <= i < d/2) is rotated by angle pos[t] * theta^(-2i/d)
+ * (angle and cos/sin in double, so large positions stay exact to float rounding).
+ * ADJACENT pairs (x[2i], x[2i+1]); HALVES pairs (x[i], x[i + d/2]). */
+void skv_rope(float *x, const int *pos, int T, int n_heads, int head_dim, float theta,
+              skv_rope_mode mode) {
+    const int half = head_dim / 2;
+    float cs[512], sn[512];           /* head_dim <= 1024 */
+    if (half > 512) return;
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < half; i++) {
+            double ang = (double)pos[t] * pow((double)theta, -(double)(2 * i) / head_dim);
+            cs[i] = (float)cos(ang);
+            sn[i] = (float)sin(ang);
+        }
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + ((size_t)t * n_heads + h) * head_dim;
+            if (mode == SKV_ROPE_ADJACENT) {
+                for (int i = 0; i < half; i++) {
+                    float a = v[2 * i], b = v[2 * i + 1];
+                    v[2 * i] = a * cs[i] - b * sn[i];
+                    v[2 * i + 1] = a * sn[i] + b * cs[i];
+                }
+            } else {
+                for (int i = 0; i < half; i++) {
+                    float a = v[i], b = v[i + half];
+                    v[i] = a * cs[i] - b * sn[i];
+                    v[i + half] = a * sn[i] + b * cs[i];
+                }
+            }
+        }
+    }
+}
+
+/* out (n) = gate / (1 + exp(-gate)) * up */
+void skv_swiglu(float *out, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void skv_softmax(float *x, int n) {
+    if (n <= 0) return;
+    float mx = x[0];
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}

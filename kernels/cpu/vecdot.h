@@ -1,0 +1,68 @@
+/* vecdot.h: the decode-path dot products (one weight row . one activation row), AVX2.
+ *
+ * The activation row x (n floats) is first quantised once per matmul into the format
+ * the weight type pairs with (skv_vec_act_type), then every weight row is dotted with it:
+ *   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights  . skv_q8a blocks (Q8_0 plus the block sum)
+ *   Q4_K, Q5_K, Q6_K weights              . block_q8_K (quant.h, with bsums)
+ *   F32, F16, BF16 weights                . the float row itself
+ * Weight blocks are read as unsigned nibbles/6-bit values and the offsets (-8, -16, -32,
+ * the mins) are applied through the activation block sums, so every inner product is a
+ * maddubs(u8 weight, s8 activation) + madd chain. Scalar versions live next to each
+ * kernel in the .c files (they document the arithmetic and are used when n is ragged). */
+#ifndef SKV_VECDOT_H
+#define SKV_VECDOT_H
+#include <stdint.h>
+#include <stddef.h>
+#include "quant.h"
+
+/* Activation block for the 32-wide types: Q8_0 with a float scale and its block sum
+ * s = d * sum(qs) (exact for the integer dot: sum_i d*q_i). */
+typedef struct { float d, s; int8_t qs[QK8_0]; } skv_q8a;
+
+/* How the activation is stored for a weight type: SKV_Q8_0 (as skv_q8a), SKV_Q8_K or
+ * SKV_F32; -1 if the type has no fast path. */
+int skv_vec_act_type(int wtype);
+/* Bytes of a quantised activation row of n values for weight type wtype. */
+size_t skv_vec_act_bytes(int wtype, int64_t n);
+/* Quantise x (n) for weight type wtype into dst (skv_vec_act_bytes bytes). */
+void skv_vec_quant_act(int wtype, const float *x, void *dst, int64_t n);
+
+/* dot(weight row, quantised activation row) over n values. */
+typedef float (*skv_vec_dot_fn)(int64_t n, const void *w, const void *xa);
+/* NULL if the type has no fast path. */
+skv_vec_dot_fn skv_vec_dot_for(int wtype);
+
+/* Activation quantisers (AVX2). */
+void skv_quant_q8a(const float *x, skv_q8a *dst, int64_t n);
+void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n);
+
+/* Per-family kernels (vecdot_q.c, vecdot_k.c, vecdot_f.c). */
+float skv_vec_dot_q4_0(int64_t n, const void *w, const void *xa);
+float skv_vec_dot_q4_1(int64_t n, const void *w, const void *xa);
+float skv_vec_dot_q5_0(int64_t n, const void *w, const void *xa);
+float skv_vec_dot_q5_1(int64_t n, const void *w, const void *xa);
+float skv_vec_dot_q8_0(int64_t n, const void *w, const void *xa);
+float skv_vec_dot_q4_K(int64_t n, const void *w, const void *xa);
+float skv_vec_dot_q5_K(int64_t n, const void *w, const void *xa);
+float skv_vec_dot_q6_K(int64_t n, const void *w, const void *xa);
+float skv_vec_dot_f32(int64_t n, const void *w, const void *xa);
+float skv_vec_dot_f16(int64_t n, const void *w, const void *xa);
+float skv_vec_dot_bf16(int64_t n, const void *w, const void *xa);
+
+/* Horizontal sum of 8 floats. */
+#include <immintrin.h>
+static inline float skv_hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline int skv_hsum8i(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+static inline float skv_h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+#endif

@@ -1,0 +1,143 @@
+/* vecdot_k.c: decode dot products for the 256-wide k-quants (Q4_K, Q5_K, Q6_K) against a
+ * Q8_K activation row, plus the AVX2 Q8_K activation quantiser.
+ *
+ * Per super-block (256 weights), activation scale dy, 16-wide sums bsums[i]:
+ *   Q4_K/Q5_K: d*dy * sum_j sc_j * sum(q*qy over sub-block j)  -  dmin*dy * sum_j m_j * bs_j
+ *              (8 sub-blocks of 32, 6-bit sc/m; q = nibble (| highbit<<4 for Q5_K))
+ *   Q6_K:      d*dy * sum_i sc_i * (sum(q*qy over 16) - 32 * bsums[i])   (16 groups of 16)
+ * Integer sums use maddubs(u8 q, s8 qy) then madd with the broadcast sub-block scale. */
+#include "vecdot.h"
+
+/* ---- activation quantiser: x (n) -> n/256 block_q8_K, d = amax/127, bsums per 16 ---- */
+void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n) {
+    const __m256 signbit = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const int rm = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const float *xb = x + b * QK_K;
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < QK_K; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(signbit, _mm256_loadu_ps(xb + i)));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        float amax = _mm_cvtss_f32(h);
+        __m256 vid = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+        for (int g = 0; g < QK_K; g += 32) {
+            __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + g), vid), rm));
+            __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + g + 8), vid), rm));
+            __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + g + 16), vid), rm));
+            __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + g + 24), vid), rm));
+            dst[b].bsums[g / 16] = (int16_t)skv_hsum8i(_mm256_add_epi32(i0, i1));
+            dst[b].bsums[g / 16 + 1] = (int16_t)skv_hsum8i(_mm256_add_epi32(i2, i3));
+            __m256i p = _mm256_permutevar8x32_epi32(
+                _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3)), perm);
+            _mm256_storeu_si256((__m256i *)(dst[b].qs + g), p);
+        }
+        dst[b].d = amax / 127.0f;
+    }
+}
+
+/* The 6-bit scale and min of sub-block j (0..7) in the 12 packed bytes q (Q4_K, Q5_K):
+ *   j < 4: sc = q[j] & 63,                          m = q[j+4] & 63
+ *   j >= 4: sc = (q[j+4] & 15) | (q[j-4] >> 6) << 4, m = (q[j+4] >> 4) | (q[j] >> 6) << 4
+ * dot_q45_K unpacks all 16 at once with 32-bit masks. */
+
+/* Shared body of Q4_K / Q5_K: qh == NULL for Q4_K. */
+static inline float dot_q45_K(int64_t n, const uint8_t *d16, const uint8_t *scales, const uint8_t *qh,
+                              const uint8_t *qs, size_t stride, const block_q8_K *y) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    float accm = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *blk = d16 + i * stride;
+        uint16_t dh, dmh;
+        __builtin_memcpy(&dh, blk, 2);
+        __builtin_memcpy(&dmh, blk + 2, 2);
+        const uint8_t *sc8 = scales + i * stride, *q = qs + i * stride;
+        const int8_t *qy = y[i].qs;
+        /* unpack the 12 scale bytes into sc[0..7] (bytes 0..7) and mins (bytes 8..15) */
+        uint32_t u[4];
+        __builtin_memcpy(u, sc8, 12);
+        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+        const uint32_t mlo = u[1] & 0x3f3f3f3fu;
+        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+        u[2] = mlo;
+        u[0] &= 0x3f3f3f3fu;
+        const uint8_t *sc = (const uint8_t *)u;
+        /* sum_j m_j * (bsums[2j] + bsums[2j+1]) */
+        __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8)));
+        __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
+        int msum = skv_hsum8i(_mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)y[i].bsums)));
+        __m256i hb = qh ? _mm256_loadu_si256((const __m256i *)(qh + i * stride)) : _mm256_setzero_si256();
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * j));
+            __m256i lo = _mm256_and_si256(v, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            if (qh) {
+                __m256i bl = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), one);
+                __m256i bh = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * j + 1), one);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(bl, 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(bh, 4));
+            }
+            __m256i y0 = _mm256_loadu_si256((const __m256i *)(qy + 64 * j));
+            __m256i y1 = _mm256_loadu_si256((const __m256i *)(qy + 64 * j + 32));
+            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16((short)sc[2 * j]));
+            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16((short)sc[2 * j + 1]));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        float d = skv_h2f(dh) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        accm += skv_h2f(dmh) * y[i].d * (float)msum;
+    }
+    return skv_hsum8(acc) - accm;
+}
+
+float skv_vec_dot_q4_K(int64_t n, const void *w, const void *xa) {
+    const block_q4_K *b = w;
+    return dot_q45_K(n, (const uint8_t *)&b[0].d, b[0].scales, NULL, b[0].qs, sizeof(block_q4_K), xa);
+}
+
+float skv_vec_dot_q5_K(int64_t n, const void *w, const void *xa) {
+    const block_q5_K *b = w;
+    return dot_q45_K(n, (const uint8_t *)&b[0].d, b[0].scales, b[0].qh, b[0].qs, sizeof(block_q5_K), xa);
+}
+
+float skv_vec_dot_q6_K(int64_t n, const void *w, const void *xa) {
+    const block_q6_K *b = w;
+    const block_q8_K *y = xa;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *ql = b[i].ql, *qh = b[i].qh;
+        const int8_t *sc = b[i].scales, *qy = y[i].qs;
+        /* the -32 offset: 32 * sum_i sc_i * bsums_i */
+        __m256i scv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        __m256i bsv = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        int off = skv_hsum8i(_mm256_madd_epi16(scv, bsv));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 64 * h + 32));
+            __m256i hh = _mm256_loadu_si256((const __m256i *)(qh + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(hh, three), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 2), three), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 4), three), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 6), three), 4));
+            for (int k = 0; k < 4; k++) {
+                int s0 = sc[8 * h + 2 * k], s1 = sc[8 * h + 2 * k + 1];
+                __m256i scale = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+                __m256i yv = _mm256_loadu_si256((const __m256i *)(qy + 128 * h + 32 * k));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yv), scale));
+            }
+        }
+        float d = skv_h2f(b[i].d) * y[i].d;
+        sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * off, 0, 0, 0, 0, 0, 0, 0));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return skv_hsum8(acc);
+}

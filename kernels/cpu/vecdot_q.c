@@ -1,0 +1,190 @@
+/* vecdot_q.c: decode dot products for the 32-wide block types (Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q8_0) against a Q8 activation row (skv_q8a), plus the AVX2 activation quantiser.
+ *
+ * Per block b (32 weights), with activation scale dy and block sum sy = dy*sum(qy):
+ *   Q4_0: dw*dy*sum(q*qy) - 8*dw*sy       (q = nibble, 0..15)
+ *   Q4_1: dw*dy*sum(q*qy) + m*sy
+ *   Q5_0: dw*dy*sum(q*qy) - 16*dw*sy      (q = nibble | highbit<<4, 0..31)
+ *   Q5_1: dw*dy*sum(q*qy) + m*sy
+ *   Q8_0: dw*dy*sum(q*qy)                 (signed: |q| . sign(qy, q))
+ * The integer sum is one maddubs(u8, s8) -> madd(ones) per 32 weights. */
+#include "vecdot.h"
+
+/* ---- activation quantiser: x (n) -> n/32 skv_q8a blocks, d = amax/127 ---- */
+void skv_quant_q8a(const float *x, skv_q8a *dst, int64_t n) {
+    const __m256 signbit = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        const float *xb = x + b * QK8_0;
+        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, v0), _mm256_andnot_ps(signbit, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(signbit, v2), _mm256_andnot_ps(signbit, v3)));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        float amax = _mm_cvtss_f32(h);
+        float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        __m256 vid = _mm256_set1_ps(id);
+        const int rm = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), rm));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), rm));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), rm));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), rm));
+        int sum = skv_hsum8i(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+        __m256i p01 = _mm256_packs_epi32(i0, i1), p23 = _mm256_packs_epi32(i2, i3);
+        __m256i p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), perm);
+        _mm256_storeu_si256((__m256i *)dst[b].qs, p);
+        dst[b].d = d;
+        dst[b].s = d * (float)sum;
+    }
+}
+
+/* 16 nibble bytes -> 32 bytes: low nibbles (weights 0..15) then high nibbles (16..31). */
+static inline __m256i unpack_nibbles(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+/* 32 bits -> 32 bytes, byte j = 0x10 if bit j is set (the fifth bit of a Q5 weight). */
+static inline __m256i unpack_highbits(const uint8_t qh4[4]) {
+    uint32_t qh;
+    __builtin_memcpy(&qh, qh4, 4);
+    const __m256i shuf = _mm256_setr_epi64x(0x0000000000000000LL, 0x0101010101010101LL,
+                                            0x0202020202020202LL, 0x0303030303030303LL);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* sum over 32 of u8 w * s8 y as 8 floats */
+static inline __m256 dot_u8s8(__m256i w, __m256i y) {
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, y), _mm256_set1_epi16(1));
+    return _mm256_cvtepi32_ps(p);
+}
+
+float skv_vec_dot_q4_0(int64_t n, const void *w, const void *xa) {
+    const block_q4_0 *b = w;
+    const skv_q8a *y = xa;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float c0 = 0.0f, c1 = 0.0f;
+    int64_t nb = n / 32, i = 0;
+    for (; i + 1 < nb; i += 2) {
+        float dw0 = skv_h2f(b[i].d);
+        __m256 p0 = dot_u8s8(unpack_nibbles(b[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
+        c0 += dw0 * y[i].s;
+        float dw1 = skv_h2f(b[i + 1].d);
+        __m256 p1 = dot_u8s8(unpack_nibbles(b[i + 1].qs), _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * y[i + 1].d), p1, acc1);
+        c1 += dw1 * y[i + 1].s;
+    }
+    for (; i < nb; i++) {
+        float dw0 = skv_h2f(b[i].d);
+        __m256 p0 = dot_u8s8(unpack_nibbles(b[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
+        c0 += dw0 * y[i].s;
+    }
+    return skv_hsum8(_mm256_add_ps(acc0, acc1)) - 8.0f * (c0 + c1);
+}
+
+float skv_vec_dot_q4_1(int64_t n, const void *w, const void *xa) {
+    const block_q4_1 *b = w;
+    const skv_q8a *y = xa;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float c0 = 0.0f, c1 = 0.0f;
+    int64_t nb = n / 32, i = 0;
+    for (; i + 1 < nb; i += 2) {
+        float dw0 = skv_h2f(b[i].d), m0 = skv_h2f(b[i].m);
+        __m256 p0 = dot_u8s8(unpack_nibbles(b[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
+        c0 += m0 * y[i].s;
+        float dw1 = skv_h2f(b[i + 1].d), m1 = skv_h2f(b[i + 1].m);
+        __m256 p1 = dot_u8s8(unpack_nibbles(b[i + 1].qs), _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * y[i + 1].d), p1, acc1);
+        c1 += m1 * y[i + 1].s;
+    }
+    for (; i < nb; i++) {
+        float dw0 = skv_h2f(b[i].d), m0 = skv_h2f(b[i].m);
+        __m256 p0 = dot_u8s8(unpack_nibbles(b[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
+        c0 += m0 * y[i].s;
+    }
+    return skv_hsum8(_mm256_add_ps(acc0, acc1)) + (c0 + c1);
+}
+
+float skv_vec_dot_q5_0(int64_t n, const void *w, const void *xa) {
+    const block_q5_0 *b = w;
+    const skv_q8a *y = xa;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float c0 = 0.0f, c1 = 0.0f;
+    int64_t nb = n / 32, i = 0;
+    for (; i + 1 < nb; i += 2) {
+        float dw0 = skv_h2f(b[i].d);
+        __m256 p0 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i].qs), unpack_highbits(b[i].qh)), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
+        c0 += dw0 * y[i].s;
+        float dw1 = skv_h2f(b[i + 1].d);
+        __m256 p1 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i + 1].qs), unpack_highbits(b[i + 1].qh)), _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * y[i + 1].d), p1, acc1);
+        c1 += dw1 * y[i + 1].s;
+    }
+    for (; i < nb; i++) {
+        float dw0 = skv_h2f(b[i].d);
+        __m256 p0 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i].qs), unpack_highbits(b[i].qh)), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
+        c0 += dw0 * y[i].s;
+    }
+    return skv_hsum8(_mm256_add_ps(acc0, acc1)) - 16.0f * (c0 + c1);
+}
+
+float skv_vec_dot_q5_1(int64_t n, const void *w, const void *xa) {
+    const block_q5_1 *b = w;
+    const skv_q8a *y = xa;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float c0 = 0.0f, c1 = 0.0f;
+    int64_t nb = n / 32, i = 0;
+    for (; i + 1 < nb; i += 2) {
+        float dw0 = skv_h2f(b[i].d), m0 = skv_h2f(b[i].m);
+        __m256 p0 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i].qs), unpack_highbits(b[i].qh)), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
+        c0 += m0 * y[i].s;
+        float dw1 = skv_h2f(b[i + 1].d), m1 = skv_h2f(b[i + 1].m);
+        __m256 p1 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i + 1].qs), unpack_highbits(b[i + 1].qh)), _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * y[i + 1].d), p1, acc1);
+        c1 += m1 * y[i + 1].s;
+    }
+    for (; i < nb; i++) {
+        float dw0 = skv_h2f(b[i].d), m0 = skv_h2f(b[i].m);
+        __m256 p0 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i].qs), unpack_highbits(b[i].qh)), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
+        c0 += m0 * y[i].s;
+    }
+    return skv_hsum8(_mm256_add_ps(acc0, acc1)) + (c0 + c1);
+}
+
+float skv_vec_dot_q8_0(int64_t n, const void *w, const void *xa) {
+    const block_q8_0 *b = w;
+    const skv_q8a *y = xa;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t nb = n / QK8_0, i = 0;
+    for (; i + 1 < nb; i += 2) {
+        __m256i q0 = _mm256_loadu_si256((const __m256i *)b[i].qs);
+        __m256i q1 = _mm256_loadu_si256((const __m256i *)b[i + 1].qs);
+        __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        __m256i y1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);
+        __m256 p0 = dot_u8s8(_mm256_sign_epi8(q0, q0), _mm256_sign_epi8(y0, q0));
+        __m256 p1 = dot_u8s8(_mm256_sign_epi8(q1, q1), _mm256_sign_epi8(y1, q1));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(skv_h2f(b[i].d) * y[i].d), p0, acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(skv_h2f(b[i + 1].d) * y[i + 1].d), p1, acc1);
+    }
+    for (; i < nb; i++) {
+        __m256i q0 = _mm256_loadu_si256((const __m256i *)b[i].qs);
+        __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        __m256 p0 = dot_u8s8(_mm256_sign_epi8(q0, q0), _mm256_sign_epi8(y0, q0));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(skv_h2f(b[i].d) * y[i].d), p0, acc0);
+    }
+    return skv_hsum8(_mm256_add_ps(acc0, acc1));
+}
