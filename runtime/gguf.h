@@ -23,9 +23,10 @@ typedef struct {
     union {
         uint64_t u64; int64_t i64; double f64; bool b; gguf_str str;
         struct {
-            gguf_vtype type;   /* element type (never ARRAY: nested arrays are refused? see .c) */
+            gguf_vtype type;   /* element type (never ARRAY: nested arrays are refused at open) */
             uint64_t n;
-            const void *data;  /* numeric: raw little-endian elements in the map */
+            const void *data;  /* numeric: raw little-endian elements in the map (may be
+                                * unaligned: read with memcpy) */
             gguf_str *strs;    /* string arrays: n entries (heap array pointing into the map) */
         } arr;
     } v;
