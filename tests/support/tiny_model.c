@@ -1,0 +1,334 @@
+/* tiny_model.c: build deterministic random tiny models and write them as HF dirs / GGUF
+ * (see tiny_model.h). Test support only. */
+#include "tiny_model.h"
+#include "gguf_writer.h"
+#include "../../runtime/util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- building ---- */
+
+static uint64_t rng_next(uint64_t *s) {   /* splitmix64 */
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float round_to(float x, int type) {
+    if (type == SKV_F16) return skv_f16_to_f32(skv_f32_to_f16(x));
+    if (type == SKV_BF16) return skv_bf16_to_f32(skv_f32_to_bf16(x));
+    return x;
+}
+
+/* n values uniform in center +- scale, rounded through round_type. */
+static float *rnd(uint64_t *s, size_t n, float center, float scale, int round_type) {
+    float *p = malloc(n * sizeof *p);
+    if (!p) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(rng_next(s) >> 11) / 9007199254740992.0; /* [0, 1) */
+        p[i] = round_to(center + scale * (float)(2.0 * u - 1.0), round_type);
+    }
+    return p;
+}
+
+tiny_model *tiny_model_new(skv_arch arch, uint64_t seed, int tied, int round_type) {
+    tiny_model *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    skv_config *c = &m->cfg;
+    c->arch = arch;
+    c->n_layer = 2; c->dim = 64; c->n_head = 4; c->n_kv_head = 2; c->head_dim = 16;
+    c->ffn_dim = 96; c->vocab = 300; c->ctx_max = 256;
+    c->rope_theta = 50000.0f; c->norm_eps = 1e-5f;
+    c->rope_mode = SKV_ROPE_HALVES;
+    c->tied_embeddings = tied;
+    c->has_qkv_bias = arch == SKV_ARCH_QWEN2;
+    size_t C = 64, F = 96, V = 300, Q = 64, KV = 32;
+    uint64_t s = seed * 0x2545f4914f6cdd1dull + 1;
+    int ok = 1;
+#define R(ptr, n, center, scale) ok = ok && ((ptr) = rnd(&s, (n), (center), (scale), round_type)) != NULL
+    R(m->embd, V * C, 0.0f, 1.0f);
+    R(m->out_norm, C, 1.0f, 0.2f);
+    if (!tied) R(m->output, V * C, 0.0f, 0.25f);
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    ok = ok && m->layers;
+    for (int l = 0; ok && l < c->n_layer; l++) {
+        tiny_layer *y = &m->layers[l];
+        R(y->attn_norm, C, 1.0f, 0.2f);
+        R(y->wq, Q * C, 0.0f, 0.25f);
+        R(y->wk, KV * C, 0.0f, 0.25f);
+        R(y->wv, KV * C, 0.0f, 0.25f);
+        R(y->wo, C * Q, 0.0f, 0.2f);
+        if (c->has_qkv_bias) {
+            R(y->bq, Q, 0.0f, 0.3f);
+            R(y->bk, KV, 0.0f, 0.3f);
+            R(y->bv, KV, 0.0f, 0.3f);
+        }
+        R(y->ffn_norm, C, 1.0f, 0.2f);
+        R(y->gate, F * C, 0.0f, 0.25f);
+        R(y->up, F * C, 0.0f, 0.25f);
+        R(y->down, C * F, 0.0f, 0.2f);
+    }
+#undef R
+    if (!ok) { tiny_model_free(m); return NULL; }
+    return m;
+}
+
+void tiny_model_free(tiny_model *m) {
+    if (!m) return;
+    free(m->embd); free(m->out_norm); free(m->output);
+    for (int l = 0; m->layers && l < m->cfg.n_layer; l++) {
+        tiny_layer *y = &m->layers[l];
+        free(y->attn_norm); free(y->wq); free(y->wk); free(y->wv); free(y->wo);
+        free(y->bq); free(y->bk); free(y->bv);
+        free(y->ffn_norm); free(y->gate); free(y->up); free(y->down);
+    }
+    free(m->layers);
+    free(m);
+}
+
+/* ---- safetensors ---- */
+
+static size_t type_bytes(int type) { return type == SKV_F32 ? 4 : 2; }
+
+static void put_values(uint8_t *dst, const float *src, size_t n, int type) {
+    for (size_t i = 0; i < n; i++) {
+        if (type == SKV_F32) memcpy(dst + 4 * i, &src[i], 4);
+        else {
+            uint16_t h = type == SKV_F16 ? skv_f32_to_f16(src[i]) : skv_f32_to_bf16(src[i]);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+    }
+}
+
+static size_t numel(const tiny_tensor *t) {
+    size_t n = 1;
+    for (int i = 0; i < t->n_dims; i++) n *= (size_t)t->shape[i];
+    return n;
+}
+
+int tiny_write_raw(const char *path, uint64_t header_len, const char *header, size_t header_bytes,
+                   const void *data, size_t data_len) {
+    size_t n = 8 + header_bytes + data_len;
+    uint8_t *buf = skv_malloc(n, "raw file");
+    if (!buf) return -1;
+    for (int i = 0; i < 8; i++) buf[i] = (uint8_t)(header_len >> (8 * i));
+    if (header_bytes) memcpy(buf + 8, header, header_bytes);
+    if (data_len) memcpy(buf + 8 + header_bytes, data, data_len);
+    int rc = skv_write_file_atomic(path, buf, n);
+    free(buf);
+    return rc;
+}
+
+int tiny_write_safetensors(const char *path, const tiny_tensor *t, int n) {
+    size_t hcap = 256 + (size_t)n * 256, hlen = 0, off = 0;
+    char *h = skv_malloc(hcap, "header");
+    if (!h) return -1;
+    hlen += (size_t)snprintf(h + hlen, hcap - hlen, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int i = 0; i < n; i++) {
+        size_t nb = numel(&t[i]) * type_bytes(t[i].type);
+        const char *dt = t[i].type == SKV_F32 ? "F32" : t[i].type == SKV_F16 ? "F16" : "BF16";
+        hlen += (size_t)snprintf(h + hlen, hcap - hlen, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t[i].name, dt);
+        for (int d = 0; d < t[i].n_dims; d++)
+            hlen += (size_t)snprintf(h + hlen, hcap - hlen, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        hlen += (size_t)snprintf(h + hlen, hcap - hlen, "],\"data_offsets\":[%zu,%zu]}", off, off + nb);
+        off += nb;
+    }
+    hlen += (size_t)snprintf(h + hlen, hcap - hlen, "}");
+    while (hlen % 8) h[hlen++] = ' ';   /* hcap leaves room: entries are far below 256 bytes */
+    uint8_t *data = skv_malloc(off, "tensor data");
+    if (!data) { free(h); return -1; }
+    off = 0;
+    for (int i = 0; i < n; i++) {
+        put_values(data + off, t[i].data, numel(&t[i]), t[i].type);
+        off += numel(&t[i]) * type_bytes(t[i].type);
+    }
+    int rc = tiny_write_raw(path, hlen, h, hlen, data, off);
+    free(h);
+    free(data);
+    return rc;
+}
+
+/* All tensors of m with HF names (names point into a static-lifetime pool owned by caller). */
+typedef struct { char name[96]; tiny_tensor t; } named;
+
+static int hf_tensors(const tiny_model *m, int type, named **out) {
+    const skv_config *c = &m->cfg;
+    int cap = 3 + c->n_layer * 12, n = 0;
+    named *v = calloc((size_t)cap, sizeof *v);
+    if (!v) return -1;
+    int64_t C = c->dim, F = c->ffn_dim, V = c->vocab, Q = (int64_t)c->n_head * c->head_dim,
+            KV = (int64_t)c->n_kv_head * c->head_dim;
+#define ADD(nm, ptr, r, cl) do { \
+        snprintf(v[n].name, sizeof v[n].name, "%s", nm); \
+        v[n].t = (tiny_tensor){v[n].name, type, (cl) ? 2 : 1, {(r), (cl)}, (ptr)}; n++; } while (0)
+    ADD("model.embed_tokens.weight", m->embd, V, C);
+    for (int l = 0; l < c->n_layer; l++) {
+        const tiny_layer *y = &m->layers[l];
+        char nm[96];
+#define L(suffix, ptr, r, cl) do { snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix); ADD(nm, ptr, r, cl); } while (0)
+        L("input_layernorm.weight", y->attn_norm, C, 0);
+        L("self_attn.q_proj.weight", y->wq, Q, C);
+        L("self_attn.k_proj.weight", y->wk, KV, C);
+        L("self_attn.v_proj.weight", y->wv, KV, C);
+        if (y->bq) {
+            L("self_attn.q_proj.bias", y->bq, Q, 0);
+            L("self_attn.k_proj.bias", y->bk, KV, 0);
+            L("self_attn.v_proj.bias", y->bv, KV, 0);
+        }
+        L("self_attn.o_proj.weight", y->wo, C, Q);
+        L("post_attention_layernorm.weight", y->ffn_norm, C, 0);
+        L("mlp.gate_proj.weight", y->gate, F, C);
+        L("mlp.up_proj.weight", y->up, F, C);
+        L("mlp.down_proj.weight", y->down, C, F);
+#undef L
+    }
+    ADD("model.norm.weight", m->out_norm, C, 0);
+    if (m->output) ADD("lm_head.weight", m->output, V, C);
+#undef ADD
+    *out = v;
+    return n;
+}
+
+static int write_text(const char *path, const char *text) {
+    return skv_write_file_atomic(path, text, strlen(text));
+}
+
+int tiny_model_write_hf(const tiny_model *m, const char *dir, int type, int n_shards) {
+    const skv_config *c = &m->cfg;
+    char path[1024], cfg[2048];
+    const char *dt = type == SKV_F32 ? "float32" : type == SKV_F16 ? "float16" : "bfloat16";
+    snprintf(cfg, sizeof cfg,
+             "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
+             "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+             "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+             "  \"rms_norm_eps\": 1e-05,\n  \"rope_theta\": %.1f,\n  \"max_position_embeddings\": %d,\n"
+             "  \"vocab_size\": %d,\n  \"tie_word_embeddings\": %s,\n  \"hidden_act\": \"silu\",\n"
+             "  \"rope_scaling\": null,\n  \"torch_dtype\": \"%s\"%s\n}\n",
+             c->arch == SKV_ARCH_QWEN2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
+             c->arch == SKV_ARCH_QWEN2 ? "qwen2" : "llama", c->dim, c->ffn_dim, c->n_layer, c->n_head,
+             c->n_kv_head, c->head_dim, (double)c->rope_theta, c->ctx_max, c->vocab,
+             c->tied_embeddings ? "true" : "false", dt,
+             c->arch == SKV_ARCH_LLAMA ? ",\n  \"attention_bias\": false" : ",\n  \"use_sliding_window\": false");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (write_text(path, cfg) != 0) return -1;
+
+    named *v;
+    int n = hf_tensors(m, type, &v);
+    if (n < 0) return skv_error("out of memory (tiny tensors)");
+    int rc = 0;
+    if (n_shards <= 1) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        tiny_tensor *t = calloc((size_t)n, sizeof *t);
+        if (!t) { free(v); return skv_error("out of memory"); }
+        for (int i = 0; i < n; i++) t[i] = v[i].t;
+        rc = tiny_write_safetensors(path, t, n);
+        free(t);
+        free(v);
+        return rc;
+    }
+    /* shard k holds tensors [k*n/S, (k+1)*n/S); the index maps each name to its shard */
+    size_t icap = 256 + (size_t)n * 160, il = 0;
+    char *idx = malloc(icap);
+    tiny_tensor *t = calloc((size_t)n, sizeof *t);
+    if (!idx || !t) { free(idx); free(t); free(v); return skv_error("out of memory"); }
+    il += (size_t)snprintf(idx + il, icap - il, "{\n  \"metadata\": {\"total_size\": 0},\n  \"weight_map\": {");
+    for (int k = 0; k < n_shards && rc == 0; k++) {
+        int a = k * n / n_shards, b = (k + 1) * n / n_shards;
+        char fname[64];
+        snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", k + 1, n_shards);
+        for (int i = a; i < b; i++) {
+            t[i - a] = v[i].t;
+            il += (size_t)snprintf(idx + il, icap - il, "%s\n    \"%s\": \"%s\"", i ? "," : "", v[i].name, fname);
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, fname);
+        rc = tiny_write_safetensors(path, t, b - a);
+    }
+    il += (size_t)snprintf(idx + il, icap - il, "\n  }\n}\n");
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (rc == 0) rc = write_text(path, idx);
+    free(idx);
+    free(t);
+    free(v);
+    return rc;
+}
+
+/* ---- GGUF ---- */
+
+/* HF -> GGUF llama Q/K row order: within each head of d rows, HF row i (i < d/2) becomes
+ * row 2i and HF row d/2 + i becomes row 2i + 1, so RoPE pairs (i, i + d/2) turn into
+ * adjacent pairs (2i, 2i + 1). w: [n_head * d x cols]. Returns a new array. */
+static float *permute_rope_rows(const float *w, int n_head, int d, int64_t cols) {
+    float *o = malloc((size_t)n_head * (size_t)d * (size_t)cols * sizeof *o);
+    if (!o) return NULL;
+    for (int h = 0; h < n_head; h++)
+        for (int i = 0; i < d / 2; i++) {
+            memcpy(o + ((size_t)h * d + 2 * i) * cols, w + ((size_t)h * d + i) * cols, (size_t)cols * sizeof *o);
+            memcpy(o + ((size_t)h * d + 2 * i + 1) * cols, w + ((size_t)h * d + d / 2 + i) * cols,
+                   (size_t)cols * sizeof *o);
+        }
+    return o;
+}
+
+int tiny_model_write_gguf(const tiny_model *m, const char *path, int type) {
+    const skv_config *c = &m->cfg;
+    const char *arch = c->arch == SKV_ARCH_QWEN2 ? "qwen2" : "llama";
+    int llama = c->arch == SKV_ARCH_LLAMA;
+    gw_writer *w = gw_new();
+    if (!w) return -1;
+    char k[128];
+    int rc = 0;
+#define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", arch, suffix), k)
+    rc |= gw_add_str(w, "general.architecture", arch);
+    rc |= gw_add_str(w, "general.name", "tiny");
+    rc |= gw_add_u32(w, KEY("block_count"), (uint32_t)c->n_layer);
+    rc |= gw_add_u32(w, KEY("context_length"), (uint32_t)c->ctx_max);
+    rc |= gw_add_u32(w, KEY("embedding_length"), (uint32_t)c->dim);
+    rc |= gw_add_u32(w, KEY("feed_forward_length"), (uint32_t)c->ffn_dim);
+    rc |= gw_add_u32(w, KEY("attention.head_count"), (uint32_t)c->n_head);
+    rc |= gw_add_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_kv_head);
+    rc |= gw_add_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
+    rc |= gw_add_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
+    rc |= gw_add_u32(w, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
+    rc |= gw_add_f32(w, KEY("rope.freq_base"), c->rope_theta);
+    rc |= gw_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), c->norm_eps);
+#undef KEY
+    int64_t C = c->dim, F = c->ffn_dim, V = c->vocab, Q = (int64_t)c->n_head * c->head_dim,
+            KV = (int64_t)c->n_kv_head * c->head_dim;
+#define MAT(name, ptr, rows, cols) (rc |= gw_add_tensor_f32(w, name, type, 2, (int64_t[]){(cols), (rows)}, ptr))
+#define VEC(name, ptr, n) (rc |= gw_add_tensor_f32(w, name, SKV_F32, 1, (int64_t[]){(n)}, ptr))
+    MAT("token_embd.weight", m->embd, V, C);
+    for (int l = 0; l < c->n_layer && rc == 0; l++) {
+        const tiny_layer *y = &m->layers[l];
+        char n[96];
+#define N(suffix) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), n)
+        float *wq = llama ? permute_rope_rows(y->wq, c->n_head, c->head_dim, C) : NULL;
+        float *wk = llama ? permute_rope_rows(y->wk, c->n_kv_head, c->head_dim, C) : NULL;
+        if (llama && (!wq || !wk)) { free(wq); free(wk); rc = skv_error("out of memory"); break; }
+        VEC(N("attn_norm.weight"), y->attn_norm, C);
+        MAT(N("attn_q.weight"), llama ? wq : y->wq, Q, C);
+        MAT(N("attn_k.weight"), llama ? wk : y->wk, KV, C);
+        MAT(N("attn_v.weight"), y->wv, KV, C);
+        if (y->bq) {   /* qwen2: HF order, no permutation */
+            VEC(N("attn_q.bias"), y->bq, Q);
+            VEC(N("attn_k.bias"), y->bk, KV);
+            VEC(N("attn_v.bias"), y->bv, KV);
+        }
+        MAT(N("attn_output.weight"), y->wo, C, Q);
+        VEC(N("ffn_norm.weight"), y->ffn_norm, C);
+        MAT(N("ffn_gate.weight"), y->gate, F, C);
+        MAT(N("ffn_up.weight"), y->up, F, C);
+        MAT(N("ffn_down.weight"), y->down, C, F);
+        free(wq);
+        free(wk);
+#undef N
+    }
+    VEC("output_norm.weight", m->out_norm, C);
+    if (m->output) MAT("output.weight", m->output, V, C);
+#undef MAT
+#undef VEC
+    if (rc == 0) rc = gw_write(w, path);
+    gw_free(w);
+    return rc ? -1 : 0;
+}

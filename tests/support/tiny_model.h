@@ -1,0 +1,58 @@
+/* tiny_model.h: deterministic random tiny Llama/Qwen2 models built in memory, written out as a
+ * Hugging Face directory (config.json + safetensors, single file or sharded with an index)
+ * and as a GGUF file, so tests can check that both loaders see the same model.
+ *
+ * Weights are kept in the Hugging Face layout: linear weights [out, in] row-major, Q/K rows
+ * in the "halves" RoPE order. The GGUF llama writer permutes Q/K rows into the adjacent-pair
+ * order as the HF->GGUF converter does; qwen2 GGUF files keep the HF order. */
+#ifndef SKV_TINY_MODEL_H
+#define SKV_TINY_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "../../runtime/model.h"
+
+typedef struct {
+    float *attn_norm;          /* [C] */
+    float *wq, *wk, *wv, *wo;  /* [H*d x C], [Hkv*d x C], [Hkv*d x C], [C x H*d] */
+    float *bq, *bk, *bv;       /* [H*d], [Hkv*d], [Hkv*d]; NULL without biases */
+    float *ffn_norm;           /* [C] */
+    float *gate, *up, *down;   /* [F x C], [F x C], [C x F] */
+} tiny_layer;
+
+typedef struct {
+    skv_config cfg;            /* arch, sizes, theta, eps, tied, has_qkv_bias (rope_mode unused) */
+    float *embd;               /* [vocab x C] */
+    float *out_norm;           /* [C] */
+    float *output;             /* [vocab x C]; NULL when tied */
+    tiny_layer *layers;        /* [L] */
+} tiny_model;
+
+/* 2 layers, dim 64, 4 heads / 2 kv heads, head_dim 16, ffn 96, vocab 300. qwen2 gets q/k/v
+ * biases. round_type (SKV_F32, SKV_F16 or SKV_BF16): every value is rounded through that type
+ * so files of that type hold the model exactly. NULL on allocation failure. */
+tiny_model *tiny_model_new(skv_arch arch, uint64_t seed, int tied, int round_type);
+void tiny_model_free(tiny_model *m);
+
+/* Write dir/config.json and the weights as `type` (SKV_F32/F16/BF16): n_shards == 1 ->
+ * model.safetensors; n_shards > 1 -> model-0000i-of-0000n.safetensors + index.json.
+ * dir must exist. 0 or -1 with skv_last_error(). */
+int tiny_model_write_hf(const tiny_model *m, const char *dir, int type, int n_shards);
+/* Write a GGUF file (matrices as `type`, norms/biases F32). 0 or -1. */
+int tiny_model_write_gguf(const tiny_model *m, const char *path, int type);
+
+/* One tensor for tiny_write_safetensors: data is float, written converted to `type`. */
+typedef struct {
+    const char *name;
+    int type;                  /* SKV_F32 / SKV_F16 / SKV_BF16 */
+    int n_dims;
+    int64_t shape[2];
+    const float *data;
+} tiny_tensor;
+/* A well-formed safetensors file (header padded to 8 bytes). 0 or -1. */
+int tiny_write_safetensors(const char *path, const tiny_tensor *t, int n);
+/* Raw file for malformed-file tests: the 8-byte length field says header_len (which may
+ * lie), then header_bytes of header, then data_len bytes of data. 0 or -1. */
+int tiny_write_raw(const char *path, uint64_t header_len, const char *header, size_t header_bytes,
+                   const void *data, size_t data_len);
+
+#endif
