@@ -1,0 +1,41 @@
+/* compensate.h: decode-step attention of one KV group over the compressed hot tier,
+ * with SmallKV's marginal compensation (method.md section 5).
+ *
+ * For each of the g query heads i of one KV head (one query row):
+ *   p   = softmax(q_i . K_hot^T / sqrt(d))                 over the n_hot K+V slots
+ *   O_c = sum_s p[s] V_hot[s]                               (d)
+ *   O_m = sum_k pm[i][k] Vm[k]                              over the n_marg V-only slots
+ *   out_i = combine(O_c, O_m):
+ *     SUM    O_c + O_m                  (the paper's Algorithm 1)
+ *     MASS   w_i O_c + O_m              (w_i = the SLM head's mass on the hot tokens)
+ *     RENORM (w_i O_c + O_m) / (w_i + sum_k pm[i][k])
+ * With no marginal slots (or pm == NULL) out_i = O_c: ordinary attention.
+ * Side outputs (optional) for score-keeping policies:
+ *   slot_acc  (n_hot)    += sum over the g heads of p[s]     (H2O's accumulated score)
+ *   head_p    (g, n_hot)  = p per head                        (online head matching)
+ *
+ *   q (g, d), K_hot, V_hot (n_hot, d), Vm (n_marg, d) in fp32 or fp16, out (g, d). */
+#ifndef SKV_COMPENSATE_H
+#define SKV_COMPENSATE_H
+#include <stdbool.h>
+
+typedef enum { SKV_COMBINE_SUM = 0, SKV_COMBINE_MASS = 1, SKV_COMBINE_RENORM = 2 } skv_combine;
+
+typedef struct {
+    int g, d;
+    int n_hot, n_marg;
+    bool f16;
+    const void *k, *v;    /* (n_hot, d) */
+    const void *vm;       /* (n_marg, d) */
+    const float *pm;      /* (g, n_marg) SLM attention at each marginal slot, or NULL */
+    const float *w;       /* (g) SLM mass on the hot tokens (MASS / RENORM), NULL = 1 */
+    skv_combine combine;
+    float *slot_acc;      /* optional (n_hot) */
+    float *head_p;        /* optional (g, n_hot) */
+    float *scratch;       /* (n_hot) floats, caller-provided */
+} skv_comp_args;
+
+void skv_compensate(float *out, const float *q, const skv_comp_args *a);
+void skv_compensate_ref(float *out, const float *q, const skv_comp_args *a);
+
+#endif

@@ -1,0 +1,364 @@
+/* kvcache.c: hot/cold tier storage of the compressed KV cache (see kvcache.h). */
+#include "kvcache.h"
+#include "util.h"
+#include <stdlib.h>
+#include <string.h>
+
+skv_kvcache *skv_kvcache_new(int L, int Hkv, int d, bool f16) {
+    if (L < 1 || Hkv < 1 || d < 1 || L > (1 << 16) || Hkv > (1 << 16) || d > (1 << 16)) {
+        skv_error("skv_kvcache_new: bad shape (L %d, Hkv %d, d %d)", L, Hkv, d);
+        return NULL;
+    }
+    skv_kvcache *c = skv_calloc(1, sizeof *c, "kv cache");
+    if (!c) return NULL;
+    c->L = L; c->Hkv = Hkv; c->d = d; c->f16 = f16; c->esz = f16 ? 2 : 4;
+    size_t nl = (size_t)L * Hkv;
+    c->hk = skv_calloc(L, sizeof(void *), "kv cache tables");
+    c->hv = skv_calloc(L, sizeof(void *), "kv cache tables");
+    c->hm = skv_calloc(L, sizeof(void *), "kv cache tables");
+    c->pos_kv = skv_calloc(L, sizeof(int *), "kv cache tables");
+    c->pos_v = skv_calloc(L, sizeof(int *), "kv cache tables");
+    c->ck = skv_calloc(L, sizeof(void *), "kv cache tables");
+    c->cv = skv_calloc(L, sizeof(void *), "kv cache tables");
+    c->off_kv = skv_calloc(nl, sizeof(int), "kv cache tables");
+    c->off_v = skv_calloc(nl, sizeof(int), "kv cache tables");
+    c->cap_kv = skv_calloc(nl, sizeof(int), "kv cache tables");
+    c->cap_v = skv_calloc(nl, sizeof(int), "kv cache tables");
+    c->n_kv = skv_calloc(nl, sizeof(int), "kv cache tables");
+    c->n_v = skv_calloc(nl, sizeof(int), "kv cache tables");
+    if (!c->hk || !c->hv || !c->hm || !c->pos_kv || !c->pos_v || !c->ck || !c->cv || !c->off_kv ||
+        !c->off_v || !c->cap_kv || !c->cap_v || !c->n_kv || !c->n_v) {
+        skv_kvcache_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void skv_kvcache_free(skv_kvcache *c) {
+    if (!c) return;
+    for (int l = 0; l < c->L; l++) {
+        if (c->hk) free(c->hk[l]);
+        if (c->hv) free(c->hv[l]);
+        if (c->hm) free(c->hm[l]);
+        if (c->pos_kv) free(c->pos_kv[l]);
+        if (c->pos_v) free(c->pos_v[l]);
+        if (c->ck) free(c->ck[l]);
+        if (c->cv) free(c->cv[l]);
+    }
+    free(c->hk); free(c->hv); free(c->hm); free(c->pos_kv); free(c->pos_v); free(c->ck); free(c->cv);
+    free(c->off_kv); free(c->off_v); free(c->cap_kv); free(c->cap_v); free(c->n_kv); free(c->n_v);
+    free(c->mark);
+    free(c);
+}
+
+static size_t layer_slots(const skv_kvcache *c, int layer, const int *cap) {
+    size_t n = 0;
+    for (int j = 0; j < c->Hkv; j++) n += (size_t)cap[layer * c->Hkv + j];
+    return n;
+}
+
+static void *dup_block(const void *src, size_t n, bool *ok) {
+    if (!*ok || !src) return NULL;
+    void *p = skv_aligned_alloc(n, "kv cache copy");
+    if (!p) { *ok = false; return NULL; }
+    memcpy(p, src, n);
+    return p;
+}
+
+skv_kvcache *skv_kvcache_clone(const skv_kvcache *c) {
+    skv_kvcache *o = skv_kvcache_new(c->L, c->Hkv, c->d, c->f16);
+    if (!o) return NULL;
+    size_t nl = (size_t)c->L * c->Hkv, row = (size_t)c->d * c->esz;
+    memcpy(o->off_kv, c->off_kv, nl * sizeof(int));
+    memcpy(o->off_v, c->off_v, nl * sizeof(int));
+    memcpy(o->cap_kv, c->cap_kv, nl * sizeof(int));
+    memcpy(o->cap_v, c->cap_v, nl * sizeof(int));
+    memcpy(o->n_kv, c->n_kv, nl * sizeof(int));
+    memcpy(o->n_v, c->n_v, nl * sizeof(int));
+    o->cold_cap = c->cold_cap; o->cold_n = c->cold_n; o->no_headroom = c->no_headroom;
+    bool ok = true;
+    for (int l = 0; l < c->L; l++) {
+        size_t skv = layer_slots(c, l, c->cap_kv), sv = layer_slots(c, l, c->cap_v);
+        o->hk[l] = dup_block(c->hk[l], skv * row, &ok);
+        o->hv[l] = dup_block(c->hv[l], skv * row, &ok);
+        o->pos_kv[l] = dup_block(c->pos_kv[l], skv * sizeof(int), &ok);
+        o->hm[l] = dup_block(c->hm[l], sv * row, &ok);
+        o->pos_v[l] = dup_block(c->pos_v[l], sv * sizeof(int), &ok);
+        size_t cb = (size_t)c->Hkv * c->cold_cap * row;
+        o->ck[l] = dup_block(c->ck[l], cb, &ok);
+        o->cv[l] = dup_block(c->cv[l], cb, &ok);
+    }
+    if (!ok) { skv_kvcache_free(o); return NULL; }
+    return o;
+}
+
+/* ---------------------------------------------------------------- cold tier */
+
+int skv_kvcache_cold_reserve(skv_kvcache *c, int n) {
+    if (n <= c->cold_cap) return 0;
+    if (n < 0) return skv_error("skv_kvcache_cold_reserve: negative size %d", n);
+    int cap = c->cold_cap ? c->cold_cap : 64;
+    while (cap < n) cap = cap > (1 << 29) ? n : cap * 2;
+    size_t row = (size_t)c->d * c->esz, bytes;
+    if (!skv_mul_ok((size_t)c->Hkv * (size_t)cap, row, &bytes))
+        return skv_error("skv_kvcache_cold_reserve: %d tokens overflow", n);
+    void **nk = skv_calloc(c->L, sizeof(void *), "cold tier table");
+    void **nv = skv_calloc(c->L, sizeof(void *), "cold tier table");
+    bool ok = nk && nv;
+    for (int l = 0; ok && l < c->L; l++) {
+        nk[l] = skv_aligned_alloc(bytes, "cold tier (K)");
+        nv[l] = skv_aligned_alloc(bytes, "cold tier (V)");
+        ok = nk[l] && nv[l];
+    }
+    if (!ok) {
+        for (int l = 0; nk && nv && l < c->L; l++) { free(nk[l]); free(nv[l]); }
+        free(nk); free(nv);
+        return skv_error_prefix("skv_kvcache_cold_reserve (%d tokens)", n);
+    }
+    /* (Hkv, old_cap, d) -> (Hkv, cap, d) */
+    for (int l = 0; l < c->L; l++) {
+        for (int j = 0; j < c->Hkv && c->cold_n > 0; j++) {
+            memcpy((char *)nk[l] + (size_t)j * cap * row, (char *)c->ck[l] + (size_t)j * c->cold_cap * row,
+                   (size_t)c->cold_n * row);
+            memcpy((char *)nv[l] + (size_t)j * cap * row, (char *)c->cv[l] + (size_t)j * c->cold_cap * row,
+                   (size_t)c->cold_n * row);
+        }
+        free(c->ck[l]); free(c->cv[l]);
+    }
+    free(c->ck); free(c->cv);
+    c->ck = nk; c->cv = nv; c->cold_cap = cap;
+    return 0;
+}
+
+void skv_kv_store_row(void *dst, const float *src, int d, bool f16) {
+    if (f16) {
+        uint16_t *o = dst;
+        for (int i = 0; i < d; i++) o[i] = skv_f32_to_f16(src[i]);
+    } else {
+        memcpy(dst, src, (size_t)d * sizeof(float));
+    }
+}
+
+void skv_kv_load_row(float *dst, const void *src, int d, bool f16) {
+    if (f16) {
+        const uint16_t *s = src;
+        for (int i = 0; i < d; i++) dst[i] = skv_f16_to_f32(s[i]);
+    } else {
+        memcpy(dst, src, (size_t)d * sizeof(float));
+    }
+}
+
+int skv_kvcache_cold_write(skv_kvcache *c, int layer, int pos0, int T, const float *k, const float *v) {
+    if (layer < 0 || layer >= c->L || pos0 < 0 || T < 0 || pos0 + T > c->cold_cap)
+        return skv_error("skv_kvcache_cold_write: layer %d, tokens %d..%d outside the cold tier (capacity %d)",
+                         layer, pos0, pos0 + T, c->cold_cap);
+    const int Hkv = c->Hkv, d = c->d;
+    const size_t row = (size_t)d * c->esz;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < Hkv; j++) {
+            size_t off = ((size_t)j * c->cold_cap + pos0 + t) * row;
+            skv_kv_store_row((char *)c->ck[layer] + off, k + ((size_t)t * Hkv + j) * d, d, c->f16);
+            skv_kv_store_row((char *)c->cv[layer] + off, v + ((size_t)t * Hkv + j) * d, d, c->f16);
+        }
+    if (pos0 + T > c->cold_n) c->cold_n = pos0 + T;
+    return 0;
+}
+
+const void *skv_kvcache_cold_k(const skv_kvcache *c, int layer, int kvh, int pos) {
+    return (const char *)c->ck[layer] + ((size_t)kvh * c->cold_cap + pos) * c->d * c->esz;
+}
+const void *skv_kvcache_cold_v(const skv_kvcache *c, int layer, int kvh, int pos) {
+    return (const char *)c->cv[layer] + ((size_t)kvh * c->cold_cap + pos) * c->d * c->esz;
+}
+
+/* ---------------------------------------------------------------- hot tier */
+
+void *skv_kvcache_hot_k(const skv_kvcache *c, int layer, int kvh) {
+    return (char *)c->hk[layer] + (size_t)c->off_kv[skv_lane(c, layer, kvh)] * c->d * c->esz;
+}
+void *skv_kvcache_hot_v(const skv_kvcache *c, int layer, int kvh) {
+    return (char *)c->hv[layer] + (size_t)c->off_kv[skv_lane(c, layer, kvh)] * c->d * c->esz;
+}
+void *skv_kvcache_hot_m(const skv_kvcache *c, int layer, int kvh) {
+    return (char *)c->hm[layer] + (size_t)c->off_v[skv_lane(c, layer, kvh)] * c->d * c->esz;
+}
+int *skv_kvcache_hot_pos_kv(const skv_kvcache *c, int layer, int kvh) {
+    return c->pos_kv[layer] + c->off_kv[skv_lane(c, layer, kvh)];
+}
+int *skv_kvcache_hot_pos_v(const skv_kvcache *c, int layer, int kvh) {
+    return c->pos_v[layer] + c->off_v[skv_lane(c, layer, kvh)];
+}
+
+static int grow_to(const skv_kvcache *c, int have, int need) {
+    if (need <= have) return have;
+    if (c->no_headroom) return need;
+    int g = need + need / 8 + 8;
+    return g < need ? need : g;
+}
+
+/* Relayout one region (KV or V-only) of a layer with new per-lane capacities. */
+static int relayout(skv_kvcache *c, int layer, bool kv, const int *newcap) {
+    const int Hkv = c->Hkv;
+    const size_t row = (size_t)c->d * c->esz;
+    int *cap = kv ? c->cap_kv : c->cap_v, *off = kv ? c->off_kv : c->off_v, *n = kv ? c->n_kv : c->n_v;
+    size_t total = 0;
+    for (int j = 0; j < Hkv; j++) total += (size_t)newcap[j];
+    size_t bytes;
+    if (!skv_mul_ok(total, row, &bytes)) return skv_error("skv_kvcache_hot_reserve: size overflows");
+    void *a = skv_aligned_alloc(bytes, "hot tier");
+    void *b = kv ? skv_aligned_alloc(bytes, "hot tier") : NULL;
+    int *p = skv_malloc((total ? total : 1) * sizeof(int), "hot tier positions");
+    if (!a || (kv && !b) || !p) { free(a); free(b); free(p); return -1; }
+    void *olda = kv ? c->hk[layer] : c->hm[layer], *oldb = kv ? c->hv[layer] : NULL;
+    int *oldp = kv ? c->pos_kv[layer] : c->pos_v[layer];
+    size_t o = 0;
+    for (int j = 0; j < Hkv; j++) {
+        int ln = layer * Hkv + j;
+        if (n[ln] > 0) {
+            memcpy((char *)a + o * row, (char *)olda + (size_t)off[ln] * row, (size_t)n[ln] * row);
+            if (kv) memcpy((char *)b + o * row, (char *)oldb + (size_t)off[ln] * row, (size_t)n[ln] * row);
+            memcpy(p + o, oldp + off[ln], (size_t)n[ln] * sizeof(int));
+        }
+        off[ln] = (int)o;
+        cap[ln] = newcap[j];
+        o += (size_t)newcap[j];
+    }
+    free(olda); free(oldb); free(oldp);
+    if (kv) { c->hk[layer] = a; c->hv[layer] = b; c->pos_kv[layer] = p; }
+    else { c->hm[layer] = a; c->pos_v[layer] = p; }
+    return 0;
+}
+
+int skv_kvcache_hot_reserve(skv_kvcache *c, int layer, const int *need_kv, const int *need_v) {
+    const int Hkv = c->Hkv;
+    int nk[256], nv[256];
+    int *newk = Hkv <= 256 ? nk : skv_malloc((size_t)Hkv * sizeof(int), "reserve");
+    int *newv = Hkv <= 256 ? nv : skv_malloc((size_t)Hkv * sizeof(int), "reserve");
+    int rc = -1;
+    if (!newk || !newv) goto done;
+    bool gk = false, gv = false;
+    for (int j = 0; j < Hkv; j++) {
+        int ln = layer * Hkv + j;
+        if (need_kv[j] < 0 || (need_v && need_v[j] < 0)) { skv_error("skv_kvcache_hot_reserve: negative size"); goto done; }
+        newk[j] = grow_to(c, c->cap_kv[ln], need_kv[j]);
+        newv[j] = grow_to(c, c->cap_v[ln], need_v ? need_v[j] : 0);
+        gk |= newk[j] != c->cap_kv[ln];
+        gv |= newv[j] != c->cap_v[ln];
+    }
+    if (gk && relayout(c, layer, true, newk)) goto done;
+    if (gv && relayout(c, layer, false, newv)) goto done;
+    rc = 0;
+done:
+    if (newk != nk) free(newk);
+    if (newv != nv) free(newv);
+    return rc;
+}
+
+static int *marks(skv_kvcache *c) {
+    if (c->mark_cap < c->cold_n) {
+        int cap = c->cold_cap > c->cold_n ? c->cold_cap : c->cold_n;
+        int *m = skv_calloc((size_t)cap, sizeof(int), "kv cache marks");
+        if (!m) return NULL;
+        free(c->mark);
+        c->mark = m; c->mark_cap = cap; c->stamp = 0;
+    }
+    if (c->stamp > (1 << 29)) { memset(c->mark, 0, (size_t)c->mark_cap * sizeof(int)); c->stamp = 0; }
+    return c->mark;
+}
+
+int skv_kvcache_apply(skv_kvcache *c, int layer, int kvh, const int *kv_pos, int n_kv,
+                      const int *v_pos, int n_v) {
+    const int ln = skv_lane(c, layer, kvh);
+    if (n_kv > c->cap_kv[ln] || n_v > c->cap_v[ln])
+        return skv_error("skv_kvcache_apply: lane %d/%d wants %d+%d slots, capacity %d+%d", layer, kvh,
+                         n_kv, n_v, c->cap_kv[ln], c->cap_v[ln]);
+    int *m = marks(c);
+    if (!m) return -1;
+    /* stamps: base+1 wanted as KV, base+2 wanted as V, base+3 present (done) */
+    const int base = c->stamp;
+    c->stamp += 4;
+    for (int i = 0; i < n_kv; i++) {
+        int p = kv_pos[i];
+        if (p < 0 || p >= c->cold_n || m[p] > base)
+            return skv_error("skv_kvcache_apply: bad or repeated position %d (cold has %d)", p, c->cold_n);
+        m[p] = base + 1;
+    }
+    for (int i = 0; i < n_v; i++) {
+        int p = v_pos[i];
+        if (p < 0 || p >= c->cold_n || m[p] > base)
+            return skv_error("skv_kvcache_apply: bad or repeated position %d (cold has %d)", p, c->cold_n);
+        m[p] = base + 2;
+    }
+    const size_t row = (size_t)c->d * c->esz;
+    int restored = 0;
+    /* KV region: drop unwanted slots (move the last slot into the hole), then restore */
+    {
+        char *K = skv_kvcache_hot_k(c, layer, kvh), *V = skv_kvcache_hot_v(c, layer, kvh);
+        int *P = skv_kvcache_hot_pos_kv(c, layer, kvh);
+        int n = c->n_kv[ln];
+        for (int s = 0; s < n;) {
+            if (m[P[s]] == base + 1) { m[P[s]] = base + 3; s++; continue; }
+            n--;
+            if (s != n) {
+                memcpy(K + (size_t)s * row, K + (size_t)n * row, row);
+                memcpy(V + (size_t)s * row, V + (size_t)n * row, row);
+                P[s] = P[n];
+            }
+        }
+        for (int i = 0; i < n_kv; i++) {
+            int p = kv_pos[i];
+            if (m[p] != base + 1) continue;
+            memcpy(K + (size_t)n * row, skv_kvcache_cold_k(c, layer, kvh, p), row);
+            memcpy(V + (size_t)n * row, skv_kvcache_cold_v(c, layer, kvh, p), row);
+            P[n++] = p;
+            m[p] = base + 3;
+            restored++;
+        }
+        c->n_kv[ln] = n;
+    }
+    /* V-only region */
+    {
+        char *M = skv_kvcache_hot_m(c, layer, kvh);
+        int *P = skv_kvcache_hot_pos_v(c, layer, kvh);
+        int n = c->n_v[ln];
+        for (int s = 0; s < n;) {
+            if (m[P[s]] == base + 2) { m[P[s]] = base + 3; s++; continue; }
+            n--;
+            if (s != n) { memcpy(M + (size_t)s * row, M + (size_t)n * row, row); P[s] = P[n]; }
+        }
+        for (int i = 0; i < n_v; i++) {
+            int p = v_pos[i];
+            if (m[p] != base + 2) continue;
+            memcpy(M + (size_t)n * row, skv_kvcache_cold_v(c, layer, kvh, p), row);
+            P[n++] = p;
+            m[p] = base + 3;
+            restored++;
+        }
+        c->n_v[ln] = n;
+    }
+    return restored;
+}
+
+int skv_kvcache_hot_append(skv_kvcache *c, int layer, int kvh, int pos) {
+    const int ln = skv_lane(c, layer, kvh);
+    if (c->n_kv[ln] >= c->cap_kv[ln] || pos < 0 || pos >= c->cold_n)
+        return skv_error("skv_kvcache_hot_append: lane %d/%d full or position %d not in cold", layer, kvh, pos);
+    const size_t row = (size_t)c->d * c->esz;
+    int s = c->n_kv[ln]++;
+    memcpy((char *)skv_kvcache_hot_k(c, layer, kvh) + (size_t)s * row, skv_kvcache_cold_k(c, layer, kvh, pos), row);
+    memcpy((char *)skv_kvcache_hot_v(c, layer, kvh) + (size_t)s * row, skv_kvcache_cold_v(c, layer, kvh, pos), row);
+    skv_kvcache_hot_pos_kv(c, layer, kvh)[s] = pos;
+    return 0;
+}
+
+void skv_kvcache_bytes(const skv_kvcache *c, skv_kv_bytes *b) {
+    memset(b, 0, sizeof *b);
+    const size_t row = (size_t)c->d * c->esz;
+    for (int ln = 0; ln < c->L * c->Hkv; ln++) {
+        b->hot_used += (2 * (size_t)c->n_kv[ln] + (size_t)c->n_v[ln]) * row;
+        b->hot_cap += (2 * (size_t)c->cap_kv[ln] + (size_t)c->cap_v[ln]) * row;
+        b->hot_tokens += c->n_kv[ln] + 0.5 * c->n_v[ln];
+    }
+    b->cold_used = (size_t)c->L * c->Hkv * (size_t)c->cold_n * 2 * row;
+    b->cold_cap = (size_t)c->L * c->Hkv * (size_t)c->cold_cap * 2 * row;
+}

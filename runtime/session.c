@@ -1,0 +1,530 @@
+/* session.c: drives the LLM forward pass through the compressed KV cache (see session.h).
+ *
+ * Per layer the forward calls sess_attn with this block's rotated q (T, H, d), k, v
+ * (T, Hkv, d):
+ *   prefill: k, v -> cold tier; exact causal attention over the cold tier (skv_attention,
+ *            with column sums / last-window sums when the policy wants them);
+ *   decode : k, v -> cold tier; per lane: policy select -> reserve -> apply (evict, restore
+ *            from cold) -> compensated attention over the hot tier (+ marginal V) ->
+ *            policy on_step with the hot slots' probabilities. */
+#include "session.h"
+#include "util.h"
+#include "../kernels/cpu/attention.h"
+#include "../kernels/cpu/compensate.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void skv_session_opts_default(skv_session_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->policy = "full";
+    skv_policy_opts_default(&o->popts);
+    o->budget = 1.0;
+    o->kv_f16 = true;
+    o->max_ctx = 4096;
+    o->T_max = 256;
+    o->online_min = 100;
+    o->online_max = 200;
+}
+
+double skv_session_budget(const skv_session *s, int n) {
+    if (!strcmp(s->pol->name, "full")) return n;
+    double b = s->o.budget_abs ? s->o.budget : s->o.budget * n;
+    if (b < 1) b = 1;
+    return b;
+}
+
+static float **alloc_rows(int count, size_t n, const char *what) {
+    float **a = skv_calloc((size_t)count, sizeof(float *), what);
+    if (!a) return NULL;
+    for (int i = 0; i < count; i++) {
+        a[i] = skv_calloc(n ? n : 1, sizeof(float), what);
+        if (!a[i]) {
+            for (int j = 0; j < i; j++) free(a[j]);
+            free(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static void free_rows(float **a, int count) {
+    if (!a) return;
+    for (int i = 0; i < count; i++) free(a[i]);
+    free(a);
+}
+
+/* A forward state without its contiguous KV cache (the session owns KV storage). */
+static skv_state *state_nocache(const skv_model *m, int max_ctx, int T_max, bool f16) {
+    skv_state *st = skv_state_new(m, max_ctx, T_max, f16);
+    if (!st) return NULL;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        free(st->k[l]); st->k[l] = NULL;
+        free(st->v[l]); st->v[l] = NULL;
+    }
+    return st;
+}
+
+static int attach_slm_view(skv_session *s) {
+    skv_slm_view v = {
+        .map = s->o.online_map ? NULL : s->o.map,
+        .slm_heads = s->o.slm->cfg.n_head,
+        .slm_layers = s->slm_layers,
+        .colsum = (const float *const *)s->slm_colsum,
+        .lastrow = (const float *const *)s->slm_lastrow,
+        .stride = s->o.max_ctx,
+    };
+    return skv_policy_smallkv_attach(s->pol, &v);
+}
+
+/* allocate everything but the policy, the cache contents and the SLM state */
+static int alloc_buffers(skv_session *s) {
+    const skv_config *c = &s->m->cfg;
+    const int N = s->o.max_ctx, Hkv = c->n_kv_head, g = c->n_head / c->n_kv_head;
+    s->sel_kv = skv_calloc((size_t)Hkv, sizeof(int *), "session");
+    s->sel_v = skv_calloc((size_t)Hkv, sizeof(int *), "session");
+    s->n_selkv = skv_calloc((size_t)Hkv, sizeof(int), "session");
+    s->n_selv = skv_calloc((size_t)Hkv, sizeof(int), "session");
+    s->lane_budget = skv_calloc((size_t)Hkv, sizeof(double), "session");
+    if (!s->sel_kv || !s->sel_v || !s->n_selkv || !s->n_selv || !s->lane_budget) return -1;
+    for (int j = 0; j < Hkv; j++) {
+        s->sel_kv[j] = skv_malloc((size_t)N * sizeof(int), "session selection");
+        s->sel_v[j] = skv_malloc((size_t)N * sizeof(int), "session selection");
+        if (!s->sel_kv[j] || !s->sel_v[j]) return -1;
+    }
+    s->itmp = skv_malloc((size_t)N * sizeof(int), "session scratch");
+    s->ftmp = skv_malloc((size_t)N * sizeof(float), "session scratch");
+    s->mark = skv_malloc((size_t)N, "session scratch");
+    s->probs = skv_malloc((size_t)N * sizeof(float), "session scratch");
+    s->scr = skv_malloc((size_t)N * sizeof(float), "session scratch");
+    s->pm = skv_malloc((size_t)g * N * sizeof(float), "session scratch");
+    s->w = skv_malloc((size_t)g * sizeof(float), "session scratch");
+    s->obs_out = skv_malloc((size_t)s->st->T_max * c->n_head * c->head_dim * sizeof(float), "session scratch");
+    if (!s->itmp || !s->ftmp || !s->mark || !s->probs || !s->scr || !s->pm || !s->w || !s->obs_out) return -1;
+    return 0;
+}
+
+void skv_session_free(skv_session *s) {
+    if (!s) return;
+    const int L = s->m->cfg.n_layer, Hkv = s->m->cfg.n_kv_head;
+    skv_state_free(s->st);
+    skv_kvcache_free(s->kv);
+    skv_policy_free(s->pol);
+    free_rows(s->pre_colsum, L);
+    free_rows(s->pre_obs, L);
+    free(s->obs_out);
+    if (s->sel_kv) for (int j = 0; j < Hkv; j++) free(s->sel_kv[j]);
+    if (s->sel_v) for (int j = 0; j < Hkv; j++) free(s->sel_v[j]);
+    free(s->sel_kv); free(s->sel_v); free(s->n_selkv); free(s->n_selv); free(s->lane_budget);
+    free(s->itmp); free(s->ftmp); free(s->mark); free(s->probs); free(s->scr); free(s->pm); free(s->w);
+    skv_state_free(s->slm);
+    free_rows(s->slm_colsum, s->slm_layers);
+    free_rows(s->slm_lastrow, s->slm_layers);
+    free_rows(s->onl_llm, L);
+    free(s);
+}
+
+skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o) {
+    if (!m || !o || o->max_ctx < 1) { skv_error("skv_session_new: bad arguments"); return NULL; }
+    if (!o->budget_abs && !(o->budget > 0 && o->budget <= 1)) {
+        skv_error("skv_session_new: budget %g is not a fraction in (0, 1]", o->budget);
+        return NULL;
+    }
+    if (o->budget_abs && !(o->budget >= 1)) {
+        skv_error("skv_session_new: budget %g tokens is below 1", o->budget);
+        return NULL;
+    }
+    const skv_config *c = &m->cfg;
+    skv_session *s = skv_calloc(1, sizeof *s, "session");
+    if (!s) return NULL;
+    s->m = m;
+    s->o = *o;
+    if (s->o.T_max < 1) s->o.T_max = 256;
+    if (s->o.online_min < 1) s->o.online_min = 100;
+    if (s->o.online_max < s->o.online_min) s->o.online_max = s->o.online_min;
+    s->pol = skv_policy_new(o->policy ? o->policy : "full", &o->popts, c->n_layer, c->n_head, c->n_kv_head);
+    if (!s->pol) goto fail;
+    s->st = state_nocache(m, o->max_ctx, s->o.T_max, o->kv_f16);
+    if (!s->st) goto fail;
+    s->kv = skv_kvcache_new(c->n_layer, c->n_kv_head, c->head_dim, o->kv_f16);
+    if (!s->kv || alloc_buffers(s)) goto fail;
+    if (!strcmp(s->pol->name, "smallkv")) {
+        const skv_model *sm = o->slm;
+        if (!sm) { skv_error("smallkv: no SLM given"); goto fail; }
+        if (sm->cfg.vocab != c->vocab) {
+            skv_error("smallkv: SLM %s (vocab %d) and LLM %s (vocab %d) do not share a tokenizer",
+                      sm->name ? sm->name : "?", sm->cfg.vocab, m->name ? m->name : "?", c->vocab);
+            goto fail;
+        }
+        if (!o->online_map && !o->map) { skv_error("smallkv: no head mapping (give a profile's map or online)"); goto fail; }
+        int depth = o->slm_layers;
+        if (depth <= 0) {
+            depth = sm->cfg.n_layer;
+            if (!o->online_map) {
+                depth = 1;
+                for (int i = 0; i < c->n_layer * c->n_head; i++) {
+                    int l = o->map[i] / sm->cfg.n_head + 1;
+                    if (l > depth) depth = l;
+                }
+            }
+        }
+        if (depth > sm->cfg.n_layer) depth = sm->cfg.n_layer;
+        s->slm_layers = depth;
+        s->slm = skv_state_new(sm, o->max_ctx, s->o.T_max, o->kv_f16);
+        s->slm_colsum = alloc_rows(depth, (size_t)sm->cfg.n_head * o->max_ctx, "SLM column sums");
+        s->slm_lastrow = alloc_rows(depth, (size_t)sm->cfg.n_head * o->max_ctx, "SLM last rows");
+        if (!s->slm || !s->slm_colsum || !s->slm_lastrow) goto fail;
+        if (attach_slm_view(s)) goto fail;
+        s->mapped = !o->online_map;
+        if (o->online_map) {
+            s->onl_llm = alloc_rows(c->n_layer, (size_t)c->n_head * s->o.online_max, "online matching");
+            if (!s->onl_llm) goto fail;
+        }
+    }
+    return s;
+fail:
+    skv_error_prefix("session (%s)", o->policy ? o->policy : "full");
+    skv_session_free(s);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ attention hook */
+
+static int select_layer(skv_session *s, int layer, int n) {
+    const int Hkv = s->m->cfg.n_kv_head;
+    const double B = skv_session_budget(s, n);
+    for (int j = 0; j < Hkv; j++) {
+        double share = s->pol->lane_share ? s->pol->lane_share(s->pol, layer, j, B) : 1.0;
+        s->lane_budget[j] = B * share;
+        skv_select_io io = {
+            .layer = layer, .kvh = j, .lane = skv_lane(s->kv, layer, j), .n = n, .n0 = s->n_sel,
+            .budget = s->lane_budget[j], .cache = s->kv,
+            .kv_pos = s->sel_kv[j], .v_pos = s->sel_v[j],
+            .itmp = s->itmp, .ftmp = s->ftmp, .mark = s->mark,
+        };
+        if (s->pol->select(s->pol, &io)) return skv_error_prefix("policy %s, layer %d", s->pol->name, layer);
+        s->n_selkv[j] = io.n_kv;
+        s->n_selv[j] = io.n_v;
+    }
+    if (skv_kvcache_hot_reserve(s->kv, layer, s->n_selkv, s->n_selv)) return -1;
+    for (int j = 0; j < Hkv; j++) {
+        int r = skv_kvcache_apply(s->kv, layer, j, s->sel_kv[j], s->n_selkv[j], s->sel_v[j], s->n_selv[j]);
+        if (r < 0) return skv_error_prefix("policy %s, layer %d", s->pol->name, layer);
+        s->restores += r;
+    }
+    return 0;
+}
+
+static void online_accumulate_step(skv_session *s, int layer, int kvh, const int *pos, int n_hot, const float *head_p);
+
+static int sess_attn(void *ctx, int layer, const float *q, const float *k, const float *v, int pos0, int T, float *out) {
+    skv_session *s = ctx;
+    const skv_config *c = &s->m->cfg;
+    const int H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, g = H / Hkv;
+    skv_kvcache *kv = s->kv;
+    if (skv_kvcache_cold_write(kv, layer, pos0, T, k, v)) return -1;
+    if (s->in_prefill) {
+        skv_attn_args a = {
+            .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = kv->cold_cap, .kv_f16 = kv->f16,
+            .colsum = s->pre_colsum ? s->pre_colsum[layer] : NULL,
+        };
+        skv_attention(out, q, kv->ck[layer], kv->cv[layer], &a);
+        if (s->pre_obs) {
+            int t0 = s->pre_obs_from - pos0;
+            if (t0 < 0) t0 = 0;
+            if (t0 < T) {
+                skv_attn_args b = a;
+                b.T = T - t0; b.pos0 = pos0 + t0; b.colsum = s->pre_obs[layer];
+                skv_attention(s->obs_out, q + (size_t)t0 * H * d, kv->ck[layer], kv->cv[layer], &b);
+            }
+        }
+        return 0;
+    }
+    if (T != 1) return skv_error("session: decode block of %d tokens (1 expected)", T);
+    const int n = pos0 + 1;
+    if (select_layer(s, layer, n)) return -1;
+    const bool online_pending = s->onl_llm && !s->mapped;
+    for (int j = 0; j < Hkv; j++) {
+        const int ln = skv_lane(kv, layer, j);
+        const int nh = kv->n_kv[ln], nm = kv->n_v[ln];
+        const int *pk = skv_kvcache_hot_pos_kv(kv, layer, j), *pv = skv_kvcache_hot_pos_v(kv, layer, j);
+        skv_comp_args a = {
+            .g = g, .d = d, .n_hot = nh, .n_marg = nm, .f16 = kv->f16,
+            .k = skv_kvcache_hot_k(kv, layer, j), .v = skv_kvcache_hot_v(kv, layer, j),
+            .vm = skv_kvcache_hot_m(kv, layer, j),
+            .combine = s->pol->o.combine, .scratch = s->scr,
+        };
+        if (s->pol->marginal && nm > 0) {
+            s->pol->marginal(s->pol, layer, j, pk, nh, pv, nm, s->pm, s->w);
+            a.pm = s->pm;
+            a.w = s->w;
+        }
+        if (s->pol->wants_step) {
+            memset(s->probs, 0, (size_t)nh * sizeof(float));
+            a.slot_acc = s->probs;
+        }
+        float *head_p = NULL;
+        if (online_pending) {
+            head_p = skv_malloc((size_t)g * nh * sizeof(float), "online matching");
+            if (!head_p) return -1;
+            a.head_p = head_p;
+        }
+        skv_compensate(out + (size_t)j * g * d, q + (size_t)j * g * d, &a);
+        if (s->pol->wants_step && s->pol->on_step) s->pol->on_step(s->pol, layer, j, pk, s->probs, nh);
+        if (head_p) { online_accumulate_step(s, layer, j, pk, nh, head_p); free(head_p); }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ online head matching */
+
+static void online_accumulate_step(skv_session *s, int layer, int kvh, const int *pos, int n_hot, const float *head_p) {
+    const skv_config *c = &s->m->cfg;
+    const int g = c->n_head / c->n_kv_head, W = s->o.online_max;
+    for (int t = 0; t < g; t++) {
+        float *row = s->onl_llm[layer] + (size_t)(kvh * g + t) * W;
+        for (int i = 0; i < n_hot; i++)
+            if (pos[i] < W) row[pos[i]] += head_p[(size_t)t * n_hot + i];
+    }
+}
+
+/* top-K key set (positions sinks .. W-1) of a score row as a bitmask */
+static void topk_mask(const float *row, int lo, int hi, int K, int *tmp, uint64_t *mask, int words) {
+    memset(mask, 0, (size_t)words * sizeof(uint64_t));
+    int nc = 0;
+    for (int k = lo; k < hi; k++) tmp[nc++] = k;
+    int got = skv_topk(row, tmp, nc, K);
+    for (int i = 0; i < got; i++) mask[tmp[i] / 64] |= 1ull << (tmp[i] % 64);
+}
+
+/* Match every LLM head to the SLM head with the highest top-K Jaccard overlap of the
+ * accumulated scores over keys sinks .. min(n, online_max)-1 (K = 10% of them). */
+static int online_match(skv_session *s) {
+    const skv_config *c = &s->m->cfg, *sc = &s->o.slm->cfg;
+    const int W = s->o.online_max, hi = s->n < W ? s->n : W, lo = s->pol->o.sinks < hi ? s->pol->o.sinks : 0;
+    int K = (hi - lo) / 10;
+    if (K < 1) K = 1;
+    const int words = (W + 63) / 64, nslm = s->slm_layers * sc->n_head, nllm = c->n_layer * c->n_head;
+    uint64_t *sm = skv_calloc((size_t)nslm * words, sizeof(uint64_t), "online matching");
+    uint64_t *lm = skv_calloc((size_t)words, sizeof(uint64_t), "online matching");
+    int *map = skv_malloc((size_t)nllm * sizeof(int), "online matching");
+    int rc = -1;
+    if (!sm || !lm || !map) goto done;
+    for (int j = 0; j < nslm; j++)
+        topk_mask(s->slm_colsum[j / sc->n_head] + (size_t)(j % sc->n_head) * s->o.max_ctx, lo, hi, K, s->itmp,
+                  sm + (size_t)j * words, words);
+    for (int i = 0; i < nllm; i++) {
+        topk_mask(s->onl_llm[i / c->n_head] + (size_t)(i % c->n_head) * W, lo, hi, K, s->itmp, lm, words);
+        int best = 0, bi = -1, bu = 1;
+        for (int j = 0; j < nslm; j++) {
+            int in = 0, un = 0;
+            for (int w = 0; w < words; w++) {
+                in += __builtin_popcountll(lm[w] & sm[(size_t)j * words + w]);
+                un += __builtin_popcountll(lm[w] | sm[(size_t)j * words + w]);
+            }
+            if (bi < 0 || (long)in * bu > (long)best * un) { best = in; bu = un ? un : 1; bi = j; }
+        }
+        map[i] = bi;
+    }
+    rc = skv_policy_smallkv_set_map(s->pol, map);
+    if (!rc) s->mapped = true;
+done:
+    free(sm); free(lm); free(map);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ prefill / step */
+
+static int compress(skv_session *s, int n0) {
+    const skv_config *c = &s->m->cfg;
+    const int L = c->n_layer;
+    for (int l = 0; l < L; l++) {
+        if (s->pol->on_prefill) {
+            skv_prefill_info pi = {
+                .layer = l, .H = c->n_head, .Hkv = c->n_kv_head, .n0 = n0, .n = s->n,
+                .stride = s->pre_stride,
+                .colsum = s->pre_colsum ? s->pre_colsum[l] : NULL,
+                .obs = s->pre_obs ? s->pre_obs[l] : NULL,
+                .obs_rows = s->n - s->pre_obs_from,
+                .cache = s->kv, .budget = skv_session_budget(s, s->n),
+            };
+            if (s->pol->on_prefill(s->pol, &pi)) return skv_error_prefix("policy %s, layer %d", s->pol->name, l);
+        }
+        if (select_layer(s, l, s->n)) return -1;
+    }
+    s->n_sel = s->n;
+    return 0;
+}
+
+static int ensure_prefill_stats(skv_session *s, bool colsum, bool obs) {
+    const skv_config *c = &s->m->cfg;
+    const int L = c->n_layer;
+    const size_t sz = (size_t)c->n_head * s->kv->cold_cap;
+    if (s->pre_stride != s->kv->cold_cap) {
+        free_rows(s->pre_colsum, L); s->pre_colsum = NULL;
+        free_rows(s->pre_obs, L); s->pre_obs = NULL;
+        s->pre_stride = s->kv->cold_cap;
+    }
+    if (colsum && !s->pre_colsum && !(s->pre_colsum = alloc_rows(L, sz, "prefill column sums"))) return -1;
+    if (obs && !s->pre_obs && !(s->pre_obs = alloc_rows(L, sz, "prefill window sums"))) return -1;
+    for (int l = 0; l < L; l++) {
+        if (s->pre_colsum) memset(s->pre_colsum[l], 0, sz * sizeof(float));
+        if (s->pre_obs) memset(s->pre_obs[l], 0, sz * sizeof(float));
+    }
+    return 0;
+}
+
+static int slm_run(skv_session *s, const int *tokens, int T) {
+    skv_fwd_opts fo = {
+        .logits = SKV_LOGITS_NONE, .n_layers = s->slm_layers,
+        .colsum = s->slm_colsum, .lastrow = s->slm_lastrow,
+    };
+    /* colsum / lastrow arrays have slm_layers entries; the forward only reads the first
+     * n_layers */
+    for (int t = 0; t < T;) {
+        int b = T - t < s->slm->T_max ? T - t : s->slm->T_max;
+        if (skv_forward(s->slm, tokens + t, b, &fo)) return skv_error_prefix("SLM");
+        t += b;
+    }
+    return 0;
+}
+
+int skv_session_prefill(skv_session *s, const int *tokens, int T) {
+    if (T < 1) return skv_error("skv_session_prefill: no tokens");
+    if (s->n + T > s->o.max_ctx)
+        return skv_error("skv_session_prefill: %d + %d tokens exceed the context of %d", s->n, T, s->o.max_ctx);
+    if (skv_kvcache_cold_reserve(s->kv, s->n + T)) return -1;
+    const bool online_pending = s->onl_llm && !s->mapped;
+    if (ensure_prefill_stats(s, s->pol->wants_colsum || online_pending, s->pol->wants_obs)) return -1;
+    if (s->slm && slm_run(s, tokens, T)) return -1;
+    const int n0 = s->n;
+    int w = s->pol->o.window > 0 ? s->pol->o.window : 1;
+    s->pre_obs_from = n0 + T - w < n0 ? n0 : n0 + T - w;
+    skv_fwd_opts fo = { .attn = sess_attn, .attn_ctx = s };
+    s->in_prefill = true;
+    for (int t = 0; t < T;) {
+        int b = T - t < s->st->T_max ? T - t : s->st->T_max;
+        fo.logits = t + b == T ? SKV_LOGITS_LAST : SKV_LOGITS_NONE;
+        if (skv_forward(s->st, tokens + t, b, &fo)) { s->in_prefill = false; return -1; }
+        t += b;
+        s->n += b;
+    }
+    s->in_prefill = false;
+    if (online_pending) {
+        /* LLM column sums of this prefill over keys < online_max */
+        const skv_config *c = &s->m->cfg;
+        const int W = s->o.online_max, lim = s->n < W ? s->n : W;
+        for (int l = 0; l < c->n_layer; l++)
+            for (int h = 0; h < c->n_head; h++)
+                for (int k = 0; k < lim; k++)
+                    s->onl_llm[l][(size_t)h * W + k] += s->pre_colsum[l][(size_t)h * s->pre_stride + k];
+        if (s->n >= s->o.online_min && online_match(s)) return -1;
+    }
+    return compress(s, n0);
+}
+
+int skv_session_step(skv_session *s, int token) {
+    if (s->n + 1 > s->o.max_ctx) return skv_error("skv_session_step: context of %d tokens is full", s->o.max_ctx);
+    if (s->n == 0) return skv_session_prefill(s, &token, 1);
+    if (skv_kvcache_cold_reserve(s->kv, s->n + 1)) return -1;
+    if (s->slm && slm_run(s, &token, 1)) return -1;
+    skv_fwd_opts fo = { .logits = SKV_LOGITS_LAST, .attn = sess_attn, .attn_ctx = s };
+    if (skv_forward(s->st, &token, 1, &fo)) return -1;
+    s->n++;
+    s->n_sel = s->n;
+    if (s->onl_llm && !s->mapped && s->n >= s->o.online_min && online_match(s)) return -1;
+    return 0;
+}
+
+int skv_session_step_batch(skv_session **ss, const int *tokens, int n) {
+    for (int i = 0; i < n; i++)
+        if (skv_session_step(ss[i], tokens[i])) return skv_error_prefix("batch entry %d", i);
+    return 0;
+}
+
+const float *skv_session_logits(const skv_session *s) { return s->st->logits; }
+
+/* ------------------------------------------------------------------ fork */
+
+static float **copy_rows(float **src, int count, size_t n, const char *what) {
+    if (!src) return NULL;
+    float **a = alloc_rows(count, n, what);
+    if (!a) return NULL;
+    for (int i = 0; i < count; i++) memcpy(a[i], src[i], n * sizeof(float));
+    return a;
+}
+
+skv_session *skv_session_fork(const skv_session *s) {
+    const skv_config *c = &s->m->cfg;
+    skv_session *f = skv_calloc(1, sizeof *f, "session");
+    if (!f) return NULL;
+    f->m = s->m;
+    f->o = s->o;
+    f->n = s->n; f->n_sel = s->n_sel; f->mapped = s->mapped; f->restores = s->restores;
+    f->slm_layers = s->slm_layers;
+    f->pol = skv_policy_fork(s->pol);
+    if (!f->pol) goto fail;
+    f->st = state_nocache(s->m, s->o.max_ctx, s->o.T_max, s->o.kv_f16);
+    if (!f->st) goto fail;
+    f->st->n_past = s->st->n_past;
+    memcpy(f->st->logits, s->st->logits, (size_t)c->vocab * sizeof(float));
+    f->kv = skv_kvcache_clone(s->kv);
+    if (!f->kv || alloc_buffers(f)) goto fail;
+    if (s->slm) {
+        const skv_config *sc = &s->o.slm->cfg;
+        f->slm = skv_state_new(s->o.slm, s->o.max_ctx, s->o.T_max, s->o.kv_f16);
+        if (!f->slm) goto fail;
+        f->slm->n_past = s->slm->n_past;
+        size_t per = (size_t)sc->n_kv_head * s->slm->S_cap * sc->head_dim * (s->o.kv_f16 ? 2 : 4);
+        for (int l = 0; l < s->slm_layers; l++) {
+            memcpy(f->slm->k[l], s->slm->k[l], per);
+            memcpy(f->slm->v[l], s->slm->v[l], per);
+        }
+        size_t rows = (size_t)sc->n_head * s->o.max_ctx;
+        f->slm_colsum = copy_rows(s->slm_colsum, s->slm_layers, rows, "SLM column sums");
+        f->slm_lastrow = copy_rows(s->slm_lastrow, s->slm_layers, rows, "SLM last rows");
+        if (!f->slm_colsum || !f->slm_lastrow) goto fail;
+        if (s->onl_llm && !(f->onl_llm = copy_rows(s->onl_llm, c->n_layer, (size_t)c->n_head * s->o.online_max, "online")))
+            goto fail;
+        skv_slm_view v = {
+            .map = NULL, .slm_heads = sc->n_head, .slm_layers = f->slm_layers,
+            .colsum = (const float *const *)f->slm_colsum, .lastrow = (const float *const *)f->slm_lastrow,
+            .stride = s->o.max_ctx,
+        };
+        if (skv_policy_smallkv_attach(f->pol, &v)) goto fail;
+    }
+    return f;
+fail:
+    skv_error_prefix("session fork");
+    skv_session_free(f);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ memory report */
+
+void skv_session_mem_report(const skv_session *s, skv_session_mem *r) {
+    memset(r, 0, sizeof *r);
+    skv_kv_bytes b;
+    skv_kvcache_bytes(s->kv, &b);
+    r->hot_used = b.hot_used; r->hot_cap = b.hot_cap;
+    r->cold_used = b.cold_used; r->cold_cap = b.cold_cap;
+    r->hot_tokens = b.hot_tokens;
+    const skv_config *c = &s->m->cfg;
+    const size_t esz = s->o.kv_f16 ? 2 : 4;
+    r->full_equiv = (size_t)c->n_layer * c->n_kv_head * (size_t)s->n * 2 * c->head_dim * esz;
+    if (s->n > 0) {
+        double B = skv_session_budget(s, s->n);
+        for (int l = 0; l < c->n_layer; l++)
+            for (int j = 0; j < c->n_kv_head; j++) {
+                double sh = s->pol->lane_share ? s->pol->lane_share(s->pol, l, j, B) : 1.0;
+                double lb = B * sh;
+                r->budget_tokens += lb < s->n ? lb : s->n;
+            }
+    }
+    if (s->slm) {
+        const skv_config *sc = &s->o.slm->cfg;
+        r->slm_weights = s->o.slm->weight_bytes;
+        r->slm_cache = (size_t)s->slm_layers * sc->n_kv_head * (size_t)s->slm->n_past * 2 * sc->head_dim * esz;
+        r->slm_scores = 2 * (size_t)s->slm_layers * sc->n_head * s->o.max_ctx * sizeof(float);
+    }
+}

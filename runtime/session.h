@@ -1,0 +1,99 @@
+/* session.h: one sequence's run of the LLM over the compressed KV cache.
+ *
+ * A session = the LLM's activation state (skv_state, its contiguous cache released: the
+ * session owns the KV storage through the forward's attn hook) + the two-tier cache
+ * (kvcache.h) + a policy (policy.h) + for SmallKV the SLM's state (its own full
+ * contiguous cache, run only to the early-stop depth, with column sums and last rows).
+ *   prefill  exact attention over the cold tier (every baseline does this), then each
+ *            layer's statistics go to the policy and the hot tier is compressed to budget;
+ *   step     one token: per layer the hook stores K/V in cold, asks the policy for each
+ *            lane's hot set, evicts/restores, and runs the compensated attention.
+ *   fork     a deep copy: hot and cold tiers, policy state, SLM state (the cold tier is
+ *            copied, not shared).
+ * Budget: a fraction of the current length (0 < budget <= 1) or an absolute token count
+ * (budget_abs), per lane, in cost units (K+V token 1, V-only 1/2). */
+#ifndef SKV_SESSION_H
+#define SKV_SESSION_H
+#include <stdbool.h>
+#include <stddef.h>
+#include "forward.h"
+#include "kvcache.h"
+#include "policy.h"
+
+typedef struct {
+    const char *policy;        /* full, streamingllm, h2o, snapkv, pyramidkv, adakv, smallkv */
+    skv_policy_opts popts;
+    double budget;             /* fraction of the current length, or tokens when budget_abs */
+    bool budget_abs;
+    bool kv_f16;               /* fp16 storage in both tiers (and the SLM cache) */
+    int max_ctx;               /* longest sequence in tokens */
+    int T_max;                 /* prefill block size (default 256) */
+    /* SmallKV */
+    const skv_model *slm;
+    const int *map;            /* [L*H] LLM flat head -> SLM flat head (layer*h + head) */
+    bool online_map;           /* match heads on the prompt instead (map ignored) */
+    int online_min, online_max;/* keep everything below online_min tokens; match on keys
+                                  < online_max (defaults 100, 200) */
+    int slm_layers;            /* SLM early-stop depth (0: deepest mapped layer + 1; all when online) */
+} skv_session_opts;
+
+void skv_session_opts_default(skv_session_opts *o);
+
+typedef struct {
+    size_t hot_used, hot_cap;    /* LLM hot tier, bytes */
+    size_t cold_used, cold_cap;  /* LLM cold tier, bytes */
+    size_t slm_weights;          /* SLM weight bytes (whole file) */
+    size_t slm_cache;            /* SLM K/V bytes in use (early-stop layers x tokens) */
+    size_t slm_scores;           /* SLM column-sum / last-row buffers */
+    double hot_tokens;           /* sum over lanes of n_kv + n_v/2 */
+    double budget_tokens;        /* sum over lanes of the lane budgets */
+    size_t full_equiv;           /* bytes the full cache would take at this length */
+} skv_session_mem;
+
+typedef struct skv_session skv_session;
+struct skv_session {
+    const skv_model *m;
+    skv_session_opts o;
+    skv_state *st;             /* LLM activations; st->logits after prefill / step */
+    skv_kvcache *kv;
+    skv_policy *pol;
+    int n;                     /* tokens in the sequence */
+    int n_sel;                 /* positions < n_sel were offered to select before */
+    bool in_prefill;
+    /* prefill statistics (H, pre_stride) per layer */
+    float **pre_colsum, **pre_obs;
+    int pre_stride, pre_obs_from;
+    float *obs_out;            /* (T_max, H, d) throwaway output of the window re-run */
+    /* per-layer selection buffers */
+    int **sel_kv, **sel_v;     /* [Hkv] -> (max_ctx) */
+    int *n_selkv, *n_selv;     /* [Hkv] */
+    int *itmp; float *ftmp; unsigned char *mark;   /* (max_ctx) */
+    float *probs, *scr, *pm, *w;                   /* attention scratch */
+    double *lane_budget;       /* [Hkv] */
+    /* SmallKV */
+    skv_state *slm;
+    int slm_layers;
+    float **slm_colsum, **slm_lastrow;   /* [slm_layers] -> (h, max_ctx) */
+    bool mapped;
+    float **onl_llm;           /* online matching: [L] -> (H, online_max) LLM column sums */
+    int restores;              /* rows restored from cold so far */
+    char err[256];
+};
+
+skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o);
+void skv_session_free(skv_session *s);
+/* Append T prompt tokens (any T >= 1, split into T_max blocks); logits of the last token
+ * in s->st->logits. -1 + error. */
+int skv_session_prefill(skv_session *s, const int *tokens, int T);
+/* One decode token; logits in s->st->logits. -1 + error. */
+int skv_session_step(skv_session *s, int token);
+/* Several sessions, one token each (ready for batching; runs them one after another now). */
+int skv_session_step_batch(skv_session **ss, const int *tokens, int n);
+/* Deep copy that continues identically. NULL + error. */
+skv_session *skv_session_fork(const skv_session *s);
+const float *skv_session_logits(const skv_session *s);
+void skv_session_mem_report(const skv_session *s, skv_session_mem *r);
+/* The lane budget (cost units) at length n, before the policy's lane share. */
+double skv_session_budget(const skv_session *s, int n);
+
+#endif

@@ -1,0 +1,248 @@
+/* test_policies.c: each policy's selection on small synthetic scores against a
+ * hand-computed answer, SmallKV's budget split, the marginal weights, and the lane shares
+ * of PyramidKV / Ada-KV. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../runtime/policy.h"
+#include "../runtime/util.h"
+
+#define NMAX 64
+typedef struct { int kv[NMAX], v[NMAX], itmp[NMAX]; float ftmp[NMAX]; unsigned char mark[NMAX]; } bufs;
+
+static skv_select_io io_for(const skv_kvcache *c, bufs *b, int layer, int kvh, int n, int n0, double budget) {
+    skv_select_io io = {.layer = layer, .kvh = kvh, .lane = skv_lane(c, layer, kvh), .n = n, .n0 = n0,
+                        .budget = budget, .cache = c, .kv_pos = b->kv, .v_pos = b->v,
+                        .itmp = b->itmp, .ftmp = b->ftmp, .mark = b->mark};
+    return io;
+}
+
+static void expect(const int *got, int n_got, const int *want, int n_want) {
+    assert_int_equal(n_got, n_want);
+    int tmp[NMAX];
+    memcpy(tmp, got, sizeof(int) * n_got);
+    skv_sort_ints(tmp, n_got);
+    for (int i = 0; i < n_want; i++) assert_int_equal(tmp[i], want[i]);
+}
+
+static skv_kvcache *cache(int L, int Hkv, int n) {
+    skv_kvcache *c = skv_kvcache_new(L, Hkv, 8, false);
+    assert_int_equal(skv_kvcache_cold_reserve(c, n), 0);
+    float z[64 * 8 * 2] = {0};
+    for (int l = 0; l < L; l++) assert_int_equal(skv_kvcache_cold_write(c, l, 0, n, z, z), 0);
+    return c;
+}
+
+static void test_topk_pool(void **st) {
+    (void)st;
+    float s[8] = {1, 5, 3, 5, 0, 2, 9, 3};
+    int cand[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    int k = skv_topk(s, cand, 8, 3);
+    int want[3] = {1, 3, 6};
+    expect(cand, k, want, 3);
+    /* ties: the later position wins */
+    int cand2[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    k = skv_topk(s, cand2, 8, 4);
+    int want2[4] = {1, 3, 6, 7};
+    expect(cand2, k, want2, 4);
+    float x[8] = {0, 1, 0, 0, 5, 0, 0, 2}, y[8];
+    skv_maxpool1d(y, x, 8, 1);
+    float wy[8] = {1, 1, 1, 5, 5, 5, 2, 2};
+    for (int i = 0; i < 8; i++) assert_float_equal(y[i], wy[i], 0);
+}
+
+static void test_full_streaming(void **st) {
+    (void)st;
+    skv_kvcache *c = cache(1, 1, 20);
+    bufs b;
+    skv_policy *p = skv_policy_new("full", NULL, 1, 2, 1);
+    skv_select_io io = io_for(c, &b, 0, 0, 20, 0, 5);
+    assert_int_equal(p->select(p, &io), 0);
+    assert_int_equal(io.n_kv, 20);
+    skv_policy_free(p);
+    p = skv_policy_new("streamingllm", NULL, 1, 2, 1);
+    io = io_for(c, &b, 0, 0, 20, 0, 8);
+    assert_int_equal(p->select(p, &io), 0);
+    int want[8] = {0, 1, 2, 3, 16, 17, 18, 19};
+    expect(io.kv_pos, io.n_kv, want, 8);
+    assert_int_equal(io.n_v, 0);
+    skv_policy_free(p);
+    skv_kvcache_free(c);
+}
+
+static void test_h2o(void **st) {
+    (void)st;
+    const int n = 12;
+    skv_kvcache *c = cache(1, 1, n);
+    skv_policy_opts o;
+    skv_policy_opts_default(&o);
+    o.sinks = 1;
+    skv_policy *p = skv_policy_new("h2o", &o, 1, 2, 1);
+    /* two query heads; summed scores: pos 2 -> 9, pos 5 -> 7, pos 7 -> 8, others small */
+    float colsum[2 * 12] = {0};
+    for (int k = 0; k < n; k++) { colsum[k] = 0.1f * k; colsum[12 + k] = 0.05f; }
+    colsum[2] = 4; colsum[12 + 2] = 5;
+    colsum[5] = 7;
+    colsum[7] = 3; colsum[12 + 7] = 5;
+    skv_prefill_info pi = {.layer = 0, .H = 2, .Hkv = 1, .n0 = 0, .n = n, .stride = 12, .colsum = colsum, .cache = c};
+    assert_int_equal(p->on_prefill(p, &pi), 0);
+    bufs b;
+    /* budget 6: heavy 3 (sink 0 + the top 2: 2, 7), recent 3 (9, 10, 11) */
+    skv_select_io io = io_for(c, &b, 0, 0, n, 0, 6);
+    assert_int_equal(p->select(p, &io), 0);
+    int want[6] = {0, 2, 7, 9, 10, 11};
+    expect(io.kv_pos, io.n_kv, want, 6);
+    int need[1] = {6};
+    assert_int_equal(skv_kvcache_hot_reserve(c, 0, need, NULL), 0);
+    assert_int_equal(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0), 6);
+    /* a decode row puts mass on 9 (about to leave the window); position 5 (score 7, evicted)
+     * must not come back: eviction is permanent */
+    int pos[6] = {0, 2, 7, 9, 10, 11};
+    float prob[6] = {0, 0, 0, 20, 0, 0};
+    p->on_step(p, 0, 0, pos, prob, 6);
+    skv_kvcache *c2 = cache(1, 1, n + 1);   /* one more token in cold */
+    assert_int_equal(skv_kvcache_hot_reserve(c2, 0, need, NULL), 0);
+    assert_int_equal(skv_kvcache_apply(c2, 0, 0, pos, 6, NULL, 0), 6);
+    io = io_for(c2, &b, 0, 0, n + 1, n, 6);
+    assert_int_equal(p->select(p, &io), 0);
+    int want2[6] = {0, 2, 9, 10, 11, 12};
+    expect(io.kv_pos, io.n_kv, want2, 6);
+    skv_policy_free(p);
+    skv_kvcache_free(c); skv_kvcache_free(c2);
+}
+
+static void test_snapkv_family(void **st) {
+    (void)st;
+    const int n = 10;
+    skv_kvcache *c = cache(3, 2, n);
+    skv_policy_opts o;
+    skv_policy_opts_default(&o);
+    o.sinks = 1; o.window = 2; o.pool_kernel = 3;
+    skv_policy *p = skv_policy_new("snapkv", &o, 3, 2, 2);    /* g = 1 */
+    float obs[2 * 10] = {0, 1, 0, 0, 5, 0, 0, 2, 9, 9,   /* head 0: pooled 1 1 1 5 5 5 2 2 */
+                         3, 0, 0, 0, 0, 0, 1, 0, 9, 9};  /* head 1: pooled 3 3 0 0 0 1 1 1 */
+    for (int l = 0; l < 3; l++) {
+        skv_prefill_info pi = {.layer = l, .H = 2, .Hkv = 2, .n0 = 0, .n = n, .stride = 10, .obs = obs, .obs_rows = 2,
+                               .cache = c, .budget = 6};
+        assert_int_equal(p->on_prefill(p, &pi), 0);
+    }
+    bufs b;
+    skv_select_io io = io_for(c, &b, 1, 0, n, 0, 6);
+    assert_int_equal(p->select(p, &io), 0);
+    int want[6] = {0, 3, 4, 5, 8, 9};
+    expect(io.kv_pos, io.n_kv, want, 6);
+    io = io_for(c, &b, 1, 1, n, 0, 6);
+    assert_int_equal(p->select(p, &io), 0);
+    int want1[6] = {0, 1, 6, 7, 8, 9};   /* 1 (3), then 5,6,7 tie at 1: later wins -> 6, 7 */
+    expect(io.kv_pos, io.n_kv, want1, 6);
+    skv_policy_free(p);
+
+    /* PyramidKV: L = 3, beta 20: (B - w) x 1.95, 1.0, 0.05 */
+    p = skv_policy_new("pyramidkv", &o, 3, 2, 2);
+    assert_float_equal(p->lane_share(p, 0, 0, 12), (2 + 1.95 * 10) / 12, 1e-9);
+    assert_float_equal(p->lane_share(p, 1, 1, 12), 1.0, 1e-9);
+    assert_float_equal(p->lane_share(p, 2, 0, 12), (2 + 0.05 * 10) / 12, 1e-9);
+    skv_policy_free(p);
+
+    /* Ada-KV: b = 6 - 2 = 4 per head, 8 over the layer among positions 1..7:
+     * head 0 pooled (1 1 5 5 5 2 2), head 1 (3 0 0 0 1 1 1): the top 8 are 5 5 5 3 2 2 and
+     * two of the 1s; ties go to the later flat index (head 1), so won = {5, 3};
+     * shares floor(won * 0.8 + 0.2 * 4) / 4 = 4/4, 3/4. */
+    p = skv_policy_new("adakv", &o, 3, 2, 2);
+    skv_prefill_info pi = {.layer = 0, .H = 2, .Hkv = 2, .n0 = 0, .n = n, .stride = 10, .obs = obs, .obs_rows = 2,
+                           .cache = c, .budget = 6};
+    assert_int_equal(p->on_prefill(p, &pi), 0);
+    double s0 = p->lane_share(p, 0, 0, 6), s1 = p->lane_share(p, 0, 1, 6);
+    /* head 0 keeps the even share, head 1 gets less, and the total stays <= 2 * 6 */
+    assert_true(s0 >= 1.0 && s1 < 1.0);
+    assert_true(6 * (s0 + s1) <= 12 + 1e-9);
+    skv_snap_state *ss = p->st;
+    assert_float_equal(ss->share[0], 4.0 / 4, 1e-9);
+    assert_float_equal(ss->share[1], 3.0 / 4, 1e-9);
+    skv_policy_free(p);
+    skv_kvcache_free(c);
+}
+
+static void test_smallkv_split(void **st) {
+    (void)st;
+    skv_policy_opts o;
+    skv_policy_opts_default(&o);
+    int cr, rc, mg;
+    skv_smallkv_split(&o, 200, &cr, &rc, &mg);       /* tau 20% of 1000 -> 10% / 5% / 10% */
+    assert_int_equal(cr, 100); assert_int_equal(rc, 50); assert_int_equal(mg, 100);
+    skv_smallkv_split(&o, 10, &cr, &rc, &mg);        /* x = 2.5 -> 5, 2, 5: cost 9.5 <= 10 */
+    assert_int_equal(cr, 5); assert_int_equal(rc, 2); assert_int_equal(mg, 5);
+    skv_smallkv_split(&o, 6, &cr, &rc, &mg);         /* small: critical keeps sinks + 1, recent 1, no marginal */
+    assert_int_equal(cr, 5); assert_int_equal(rc, 1); assert_int_equal(mg, 0);
+    o.no_marginal = true;
+    skv_smallkv_split(&o, 30, &cr, &rc, &mg);        /* 2 : 1 of the whole budget */
+    assert_int_equal(cr, 20); assert_int_equal(rc, 10); assert_int_equal(mg, 0);
+}
+
+static void test_smallkv_select(void **st) {
+    (void)st;
+    const int n = 20, S = 32;
+    skv_kvcache *c = cache(1, 1, n);
+    skv_policy_opts o;
+    skv_policy_opts_default(&o);
+    o.sinks = 1;
+    skv_policy *p = skv_policy_new("smallkv", &o, 1, 2, 1);   /* LLM: 1 layer, 2 query heads, 1 KV head */
+    /* SLM: 1 layer, 2 heads; LLM head 0 -> SLM head 1, LLM head 1 -> SLM head 1 */
+    float colsum[2 * S], lastrow[2 * S];
+    memset(colsum, 0, sizeof colsum); memset(lastrow, 0, sizeof lastrow);
+    float sc[20] = {50, 1, 9, 2, 8, 3, 7, 4, 6, 0.5f, 5, 0.2f, 0.1f, 0.3f, 0.4f, 0.6f, 0.7f, 0.8f, 9, 9};
+    for (int k = 0; k < n; k++) { colsum[S + k] = sc[k]; colsum[k] = 100.0f * (k == 13); lastrow[S + k] = 0.01f * k; }
+    int map[2] = {1, 1};
+    const float *cs[1] = {colsum}, *lr[1] = {lastrow};
+    skv_slm_view v = {.map = map, .slm_heads = 2, .slm_layers = 1, .colsum = cs, .lastrow = lr, .stride = S};
+    assert_int_equal(skv_policy_smallkv_attach(p, &v), 0);
+    bufs b;
+    /* budget 8: critical 4 (sink 0 + top 3 in [1, 18): 2 (9), 4 (8), 6 (7)), recent 2 (18, 19),
+     * marginal 4: 8 (6), 10 (5), 7 (4), 5 (3) */
+    skv_select_io io = io_for(c, &b, 0, 0, n, 0, 8);
+    assert_int_equal(p->select(p, &io), 0);
+    int wkv[6] = {0, 2, 4, 6, 18, 19}, wv[4] = {5, 7, 8, 10};
+    expect(io.kv_pos, io.n_kv, wkv, 6);
+    expect(io.v_pos, io.n_v, wv, 4);
+    assert_true(io.n_kv + 0.5 * io.n_v <= 8);
+    /* marginal weights: the SLM head 1's last row at the marginal slots; w = its mass on K+V */
+    float pm[2 * 4], w[2];
+    p->marginal(p, 0, 0, io.kv_pos, io.n_kv, io.v_pos, io.n_v, pm, w);
+    for (int t = 0; t < 2; t++) {
+        for (int k = 0; k < 4; k++) assert_float_equal(pm[t * 4 + k], 0.01f * wv[k], 1e-7);
+        assert_float_equal(w[t], 0.01f * (0 + 2 + 4 + 6 + 18 + 19), 1e-6);
+    }
+    /* budget >= n keeps everything */
+    io = io_for(c, &b, 0, 0, n, 0, 20);
+    assert_int_equal(p->select(p, &io), 0);
+    assert_int_equal(io.n_kv, 20); assert_int_equal(io.n_v, 0);
+    /* a mapping outside the SLM's layers is refused */
+    int badmap[2] = {1, 2};
+    assert_int_equal(skv_policy_smallkv_set_map(p, badmap), -1);
+    skv_policy_free(p);
+    skv_kvcache_free(c);
+}
+
+static void test_unknown(void **st) {
+    (void)st;
+    assert_null(skv_policy_new("nope", NULL, 1, 2, 1));
+    assert_non_null(strstr(skv_last_error(), "nope"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_topk_pool),
+        cmocka_unit_test(test_full_streaming),
+        cmocka_unit_test(test_h2o),
+        cmocka_unit_test(test_snapkv_family),
+        cmocka_unit_test(test_smallkv_split),
+        cmocka_unit_test(test_smallkv_select),
+        cmocka_unit_test(test_unknown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
