@@ -16,6 +16,7 @@ void skv_policy_opts_default(skv_policy_opts *o) {
     o->ada_alpha = 0.2f;
     o->ems_gamma = 4.0f;
     o->ems_tau = 0.6f;
+    o->ems_window = 0;
     o->reduce = SKV_REDUCE_SUM;
     o->split_crit = 2; o->split_recent = 1; o->split_marg = 2;
     o->adapt_crit_mass = 0.8f; o->adapt_marg_mass = 0.95f;

@@ -30,6 +30,7 @@ typedef struct {
     float ada_alpha;      /* Ada-KV floor blend (0.2) */
     float ems_gamma;      /* EMS candidate multiple (4) */
     float ems_tau;        /* EMS merge threshold (0.6) */
+    int ems_window;       /* EMS local-score window w (0 = window, 32) */
     skv_reduce reduce;    /* per-query-head scores -> KV head (sum) */
     /* SmallKV */
     float split_crit, split_recent, split_marg;   /* 2 : 1 : 2 (in tokens) */
@@ -77,7 +78,8 @@ struct skv_policy {
     bool wants_colsum;    /* session computes prefill column sums for on_prefill */
     bool wants_obs;       /* ... and the last-window sums */
     bool wants_step;      /* ... and calls on_step after decode attention */
-    bool uses_cold;       /* restores from the cold tier (else cold is only prefill scratch) */
+    bool uses_cold;       /* restores from the cold tier (else cold is only prefill scratch,
+                             released after each prefill: evicted tokens are gone) */
     int (*on_prefill)(skv_policy *p, const skv_prefill_info *pi);
     int (*select)(skv_policy *p, skv_select_io *io);
     void (*on_step)(skv_policy *p, int layer, int kvh, const int *slot_pos, const float *slot_p, int n_slots);
@@ -88,6 +90,9 @@ struct skv_policy {
      * mass w (g) on the K+V slots, for query heads kvh*g .. NULL for other policies. */
     void (*marginal)(const skv_policy *p, int layer, int kvh, const int *pos_kv, int n_kv,
                      const int *pos_v, int n_v, float *pm, float *w);
+    /* EMS: after the session applied a lane's selection, rewrite the kept slots' K/V and
+     * multiplicities with the merged values select planned. NULL for other policies. */
+    int (*after_apply)(skv_policy *p, skv_kvcache *c, int layer, int kvh);
     int (*fork)(const skv_policy *src, skv_policy *dst);   /* copy st into dst (dst = *src done) */
     void (*free_state)(skv_policy *p);
 };
@@ -135,6 +140,17 @@ typedef struct {
 int skv_snap_init(skv_policy *p, int kind);
 /* Pool the obs sums of one layer into per-lane scores (positions < n - window). */
 int skv_snap_prefill_scores(skv_policy *p, const skv_prefill_info *pi);
+
+/* EMS's plan for one lane after its last evict+merge (policy_ems.c), for tests and
+ * reports: the look-up table of the kept positions (gamma*N at most) and the centre each
+ * one uses (-1: dropped into the zero class), and the centres' multiplicities. */
+typedef struct {
+    int n_lut;
+    const int *lut_pos, *lut_centre;   /* (n_lut) position, its centre's position or -1 */
+    int n_centre;
+    const int *centre_pos, *centre_mult;
+} skv_ems_plan;
+int skv_policy_ems_plan(const skv_policy *p, int layer, int kvh, skv_ems_plan *out);
 
 /* SmallKV's budget split of a lane budget B: critical (incl. sinks), recent, marginal. */
 void skv_smallkv_split(const skv_policy_opts *o, double B, int *crit, int *recent, int *marg);

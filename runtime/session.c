@@ -118,6 +118,8 @@ void skv_session_free(skv_session *s) {
     free(s->sel_kv); free(s->sel_v); free(s->n_selkv); free(s->n_selv); free(s->lane_budget);
     free(s->itmp); free(s->ftmp); free(s->mark); free(s->probs); free(s->scr); free(s->pm); free(s->w);
     skv_state_free(s->slm);
+    skv_session_free(s->slm_sess);
+    free(s->x_tmp);
     free_rows(s->slm_colsum, s->slm_layers);
     free_rows(s->slm_lastrow, s->slm_layers);
     free_rows(s->onl_llm, L);
@@ -144,6 +146,7 @@ skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o) {
     if (s->o.online_max < s->o.online_min) s->o.online_max = s->o.online_min;
     s->pol = skv_policy_new(o->policy ? o->policy : "full", &o->popts, c->n_layer, c->n_head, c->n_kv_head);
     if (!s->pol) goto fail;
+    s->L_act = o->n_layers > 0 && o->n_layers < c->n_layer ? o->n_layers : c->n_layer;
     s->st = state_nocache(m, o->max_ctx, s->o.T_max, o->kv_f16);
     if (!s->st) goto fail;
     s->kv = skv_kvcache_new(c->n_layer, c->n_kv_head, c->head_dim, o->kv_f16);
@@ -170,10 +173,23 @@ skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o) {
         }
         if (depth > sm->cfg.n_layer) depth = sm->cfg.n_layer;
         s->slm_layers = depth;
-        s->slm = skv_state_new(sm, o->max_ctx, s->o.T_max, o->kv_f16);
         s->slm_colsum = alloc_rows(depth, (size_t)sm->cfg.n_head * o->max_ctx, "SLM column sums");
         s->slm_lastrow = alloc_rows(depth, (size_t)sm->cfg.n_head * o->max_ctx, "SLM last rows");
-        if (!s->slm || !s->slm_colsum || !s->slm_lastrow) goto fail;
+        if (!s->slm_colsum || !s->slm_lastrow) goto fail;
+        if ((o->slm_budget > 0 && o->slm_budget < 1) || o->slm_session) {
+            /* the SLM's cache compressed by H2O: the SLM runs as a session of its own */
+            skv_session_opts so;
+            skv_session_opts_default(&so);
+            so.policy = "h2o";
+            so.popts = o->popts;
+            so.budget = o->slm_budget > 0 && o->slm_budget < 1 ? o->slm_budget : 1.0;
+            so.kv_f16 = o->kv_f16; so.max_ctx = o->max_ctx; so.T_max = s->o.T_max;
+            so.n_layers = depth;
+            if (!(s->slm_sess = skv_session_new(sm, &so))) { skv_error_prefix("SLM session"); goto fail; }
+            skv_session_export(s->slm_sess, s->slm_colsum, s->slm_lastrow, o->max_ctx);
+        } else if (!(s->slm = skv_state_new(sm, o->max_ctx, s->o.T_max, o->kv_f16))) {
+            goto fail;
+        }
         if (attach_slm_view(s)) goto fail;
         s->mapped = !o->online_map;
         if (o->online_map) {
@@ -207,34 +223,104 @@ static int select_layer(skv_session *s, int layer, int n) {
         s->n_selv[j] = io.n_v;
     }
     if (skv_kvcache_hot_reserve(s->kv, layer, s->n_selkv, s->n_selv)) return -1;
+    s->kv->settled = s->n_sel;   /* loads of older positions are restores from cold */
     for (int j = 0; j < Hkv; j++) {
         int r = skv_kvcache_apply(s->kv, layer, j, s->sel_kv[j], s->n_selkv[j], s->sel_v[j], s->n_selv[j]);
         if (r < 0) return skv_error_prefix("policy %s, layer %d", s->pol->name, layer);
-        s->restores += r;
+        if (s->pol->after_apply && s->pol->after_apply(s->pol, s->kv, layer, j))
+            return skv_error_prefix("policy %s, layer %d", s->pol->name, layer);
     }
+    s->restores = (int)s->kv->restores;
     return 0;
 }
 
 static void online_accumulate_step(skv_session *s, int layer, int kvh, const int *pos, int n_hot, const float *head_p);
+
+/* Prefill block over a compressed past (policies without a cold tier, n0 > 0): query row
+ * t sees the lane's hot slots (with their multiplicities) and the staged rows n0 .. pos0+t
+ * of this prefill (cold own buffer). Exact softmax over what the cache still holds; the
+ * per-head probabilities go to the prefill statistics at their positions. */
+static int prefill_over_hot(skv_session *s, int layer, const float *q, int pos0, int T, float *out) {
+    const skv_config *c = &s->m->cfg;
+    const int H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, g = H / Hkv;
+    skv_kvcache *kv = s->kv;
+    const size_t row = (size_t)d * kv->esz;
+    const int n0 = kv->cold_base, nst = pos0 + T - n0;      /* staged rows n0 .. pos0+T-1 */
+    for (int j = 0; j < Hkv; j++) {
+        int rc = -1;
+        const int ln = skv_lane(kv, layer, j), nh = kv->n_kv[ln], nt = nh + nst;
+        char *K = skv_malloc((size_t)nt * row + 1, "prefill over the hot tier");
+        char *V = skv_malloc((size_t)nt * row + 1, "prefill over the hot tier");
+        int *pos = skv_malloc((size_t)nt * sizeof(int) + 1, "prefill over the hot tier");
+        int *mu = skv_malloc((size_t)nt * sizeof(int) + 1, "prefill over the hot tier");
+        float *hp = skv_malloc((size_t)g * nt * sizeof(float) + 1, "prefill over the hot tier");
+        float *scr = skv_malloc((size_t)nt * sizeof(float) + 1, "prefill over the hot tier");
+        if (!K || !V || !pos || !mu || !hp || !scr) goto lane_done;
+        if (nh) {
+            memcpy(K, skv_kvcache_hot_k(kv, layer, j), (size_t)nh * row);
+            memcpy(V, skv_kvcache_hot_v(kv, layer, j), (size_t)nh * row);
+            memcpy(pos, skv_kvcache_hot_pos_kv(kv, layer, j), (size_t)nh * sizeof(int));
+            memcpy(mu, skv_kvcache_hot_mult(kv, layer, j), (size_t)nh * sizeof(int));
+        }
+        for (int i = 0; i < nst; i++) {
+            memcpy(K + (size_t)(nh + i) * row, skv_kvcache_cold_k(kv, layer, j, n0 + i), row);
+            memcpy(V + (size_t)(nh + i) * row, skv_kvcache_cold_v(kv, layer, j, n0 + i), row);
+            pos[nh + i] = n0 + i;
+            mu[nh + i] = 1;
+        }
+        for (int t = 0; t < T; t++) {
+            const int p = pos0 + t, n = nh + (p - n0) + 1;
+            skv_comp_args a = {.g = g, .d = d, .n_hot = n, .f16 = kv->f16, .k = K, .v = V, .mult = mu,
+                               .head_p = hp, .scratch = scr};
+            skv_compensate(out + ((size_t)t * H + (size_t)j * g) * d, q + ((size_t)t * H + (size_t)j * g) * d, &a);
+            for (int u = 0; u < g; u++) {
+                const int h = j * g + u;
+                const float *pr = hp + (size_t)u * n;
+                if (s->pre_colsum)
+                    for (int i = 0; i < n; i++) s->pre_colsum[layer][(size_t)h * s->pre_stride + pos[i]] += pr[i];
+                if (s->pre_obs && p >= s->pre_obs_from)
+                    for (int i = 0; i < n; i++) s->pre_obs[layer][(size_t)h * s->pre_stride + pos[i]] += pr[i];
+                if (s->x_lastrow && t == T - 1) {
+                    float *lr = s->x_lastrow[layer] + (size_t)h * s->x_stride;
+                    memset(lr, 0, (size_t)(p + 1) * sizeof(float));
+                    for (int i = 0; i < n; i++) lr[pos[i]] = pr[i];
+                }
+            }
+        }
+        rc = 0;
+    lane_done:
+        free(K); free(V); free(pos); free(mu); free(hp); free(scr);
+        if (rc) return -1;
+    }
+    return 0;
+}
 
 static int sess_attn(void *ctx, int layer, const float *q, const float *k, const float *v, int pos0, int T, float *out) {
     skv_session *s = ctx;
     const skv_config *c = &s->m->cfg;
     const int H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, g = H / Hkv;
     skv_kvcache *kv = s->kv;
-    if (skv_kvcache_cold_write(kv, layer, pos0, T, k, v)) return -1;
+    skv_kvcache_set_fresh(kv, layer, pos0, T, k, v);
+    /* the cold tier keeps everything (SmallKV) or stages this prefill (the others) */
+    if ((s->in_prefill || s->pol->uses_cold) && skv_kvcache_cold_write(kv, layer, pos0, T, k, v)) return -1;
+    if (s->in_prefill && kv->cold_base > 0) return prefill_over_hot(s, layer, q, pos0, T, out);
     if (s->in_prefill) {
         skv_attn_args a = {
             .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = kv->cold_cap, .kv_f16 = kv->f16,
             .colsum = s->pre_colsum ? s->pre_colsum[layer] : NULL,
+            .lastrow = s->x_lastrow ? s->x_tmp : NULL,     /* (H, cold_cap), copied below */
         };
         skv_attention(out, q, kv->ck[layer], kv->cv[layer], &a);
+        if (s->x_lastrow && layer < s->L_act)
+            for (int h = 0; h < H; h++)
+                memcpy(s->x_lastrow[layer] + (size_t)h * s->x_stride, s->x_tmp + (size_t)h * kv->cold_cap,
+                       (size_t)(pos0 + T) * sizeof(float));
         if (s->pre_obs) {
             int t0 = s->pre_obs_from - pos0;
             if (t0 < 0) t0 = 0;
             if (t0 < T) {
                 skv_attn_args b = a;
-                b.T = T - t0; b.pos0 = pos0 + t0; b.colsum = s->pre_obs[layer];
+                b.T = T - t0; b.pos0 = pos0 + t0; b.colsum = s->pre_obs[layer]; b.lastrow = NULL;
                 skv_attention(s->obs_out, q + (size_t)t0 * H * d, kv->ck[layer], kv->cv[layer], &b);
             }
         }
@@ -251,7 +337,7 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
         skv_comp_args a = {
             .g = g, .d = d, .n_hot = nh, .n_marg = nm, .f16 = kv->f16,
             .k = skv_kvcache_hot_k(kv, layer, j), .v = skv_kvcache_hot_v(kv, layer, j),
-            .vm = skv_kvcache_hot_m(kv, layer, j),
+            .vm = skv_kvcache_hot_m(kv, layer, j), .mult = skv_kvcache_hot_mult(kv, layer, j),
             .combine = s->pol->o.combine, .scratch = s->scr,
         };
         if (s->pol->marginal && nm > 0) {
@@ -264,14 +350,24 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
             a.slot_acc = s->probs;
         }
         float *head_p = NULL;
-        if (online_pending) {
-            head_p = skv_malloc((size_t)g * nh * sizeof(float), "online matching");
+        if (online_pending || s->x_colsum) {
+            head_p = skv_malloc((size_t)g * nh * sizeof(float) + 1, "per-head probabilities");
             if (!head_p) return -1;
             a.head_p = head_p;
         }
         skv_compensate(out + (size_t)j * g * d, q + (size_t)j * g * d, &a);
         if (s->pol->wants_step && s->pol->on_step) s->pol->on_step(s->pol, layer, j, pk, s->probs, nh);
-        if (head_p) { online_accumulate_step(s, layer, j, pk, nh, head_p); free(head_p); }
+        if (head_p && s->x_colsum) {
+            /* export (SLM session): accumulated column sums and this step's row, by position */
+            for (int u = 0; u < g; u++) {
+                const int h = j * g + u;
+                float *cs = s->x_colsum[layer] + (size_t)h * s->x_stride, *lr = s->x_lastrow[layer] + (size_t)h * s->x_stride;
+                memset(lr, 0, (size_t)n * sizeof(float));
+                for (int i = 0; i < nh; i++) { cs[pk[i]] += head_p[(size_t)u * nh + i]; lr[pk[i]] = head_p[(size_t)u * nh + i]; }
+            }
+        }
+        if (head_p && online_pending) online_accumulate_step(s, layer, j, pk, nh, head_p);
+        free(head_p);
     }
     return 0;
 }
@@ -337,8 +433,7 @@ done:
 
 static int compress(skv_session *s, int n0) {
     const skv_config *c = &s->m->cfg;
-    const int L = c->n_layer;
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < s->L_act; l++) {
         if (s->pol->on_prefill) {
             skv_prefill_info pi = {
                 .layer = l, .H = c->n_head, .Hkv = c->n_kv_head, .n0 = n0, .n = s->n,
@@ -353,17 +448,21 @@ static int compress(skv_session *s, int n0) {
         if (select_layer(s, l, s->n)) return -1;
     }
     s->n_sel = s->n;
+    /* policies that never restore: the staged prefill is dropped (evicted tokens are gone) */
+    if (!s->pol->uses_cold) skv_kvcache_cold_release(s->kv);
     return 0;
 }
 
+/* Prefill statistics (H, stride) per layer, stride = cold_base + cold_cap (covers every
+ * position of this prefill; equals the cold tier's stride when cold_base == 0). */
 static int ensure_prefill_stats(skv_session *s, bool colsum, bool obs) {
     const skv_config *c = &s->m->cfg;
-    const int L = c->n_layer;
-    const size_t sz = (size_t)c->n_head * s->kv->cold_cap;
-    if (s->pre_stride != s->kv->cold_cap) {
+    const int L = c->n_layer, stride = s->kv->cold_base + s->kv->cold_cap;
+    const size_t sz = (size_t)c->n_head * stride;
+    if (s->pre_stride != stride) {
         free_rows(s->pre_colsum, L); s->pre_colsum = NULL;
         free_rows(s->pre_obs, L); s->pre_obs = NULL;
-        s->pre_stride = s->kv->cold_cap;
+        s->pre_stride = stride;
     }
     if (colsum && !s->pre_colsum && !(s->pre_colsum = alloc_rows(L, sz, "prefill column sums"))) return -1;
     if (obs && !s->pre_obs && !(s->pre_obs = alloc_rows(L, sz, "prefill window sums"))) return -1;
@@ -371,10 +470,19 @@ static int ensure_prefill_stats(skv_session *s, bool colsum, bool obs) {
         if (s->pre_colsum) memset(s->pre_colsum[l], 0, sz * sizeof(float));
         if (s->pre_obs) memset(s->pre_obs[l], 0, sz * sizeof(float));
     }
+    if (s->x_lastrow && s->x_tmp_n < sz) {
+        free(s->x_tmp);
+        if (!(s->x_tmp = skv_malloc(sz * sizeof(float), "last-row staging"))) { s->x_tmp_n = 0; return -1; }
+        s->x_tmp_n = sz;
+    }
     return 0;
 }
 
-static int slm_run(skv_session *s, const int *tokens, int T) {
+static int slm_run(skv_session *s, const int *tokens, int T, bool prefill) {
+    if (s->slm_sess) {
+        int rc = prefill ? skv_session_prefill(s->slm_sess, tokens, T) : skv_session_step(s->slm_sess, tokens[0]);
+        return rc ? skv_error_prefix("SLM") : 0;
+    }
     skv_fwd_opts fo = {
         .logits = SKV_LOGITS_NONE, .n_layers = s->slm_layers,
         .colsum = s->slm_colsum, .lastrow = s->slm_lastrow,
@@ -389,18 +497,27 @@ static int slm_run(skv_session *s, const int *tokens, int T) {
     return 0;
 }
 
+void skv_session_export(skv_session *s, float **colsum, float **lastrow, int stride) {
+    s->x_colsum = colsum; s->x_lastrow = lastrow; s->x_stride = stride;
+}
+
 int skv_session_prefill(skv_session *s, const int *tokens, int T) {
     if (T < 1) return skv_error("skv_session_prefill: no tokens");
     if (s->n + T > s->o.max_ctx)
         return skv_error("skv_session_prefill: %d + %d tokens exceed the context of %d", s->n, T, s->o.max_ctx);
+    /* an exact prefill over the cold tier needs it private and contiguous (copy-on-write) */
+    if (s->pol->uses_cold && skv_kvcache_cold_flatten(s->kv)) return -1;
+    /* the others stage this prefill from position n (their cold tier is empty) */
+    if (!s->pol->uses_cold) skv_kvcache_cold_release(s->kv);
     if (skv_kvcache_cold_reserve(s->kv, s->n + T)) return -1;
     const bool online_pending = s->onl_llm && !s->mapped;
-    if (ensure_prefill_stats(s, s->pol->wants_colsum || online_pending, s->pol->wants_obs)) return -1;
-    if (s->slm && slm_run(s, tokens, T)) return -1;
+    if (ensure_prefill_stats(s, s->pol->wants_colsum || online_pending || s->x_colsum, s->pol->wants_obs)) return -1;
+    if ((s->slm || s->slm_sess) && slm_run(s, tokens, T, true)) return -1;
     const int n0 = s->n;
     int w = s->pol->o.window > 0 ? s->pol->o.window : 1;
+    if (!strcmp(s->pol->name, "ems") && s->pol->o.ems_window > 0) w = s->pol->o.ems_window;
     s->pre_obs_from = n0 + T - w < n0 ? n0 : n0 + T - w;
-    skv_fwd_opts fo = { .attn = sess_attn, .attn_ctx = s };
+    skv_fwd_opts fo = { .attn = sess_attn, .attn_ctx = s, .n_layers = s->o.n_layers };
     s->in_prefill = true;
     for (int t = 0; t < T;) {
         int b = T - t < s->st->T_max ? T - t : s->st->T_max;
@@ -410,6 +527,11 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T) {
         s->n += b;
     }
     s->in_prefill = false;
+    if (s->x_colsum)
+        for (int l = 0; l < s->L_act; l++)
+            for (int h = 0; h < s->m->cfg.n_head; h++)
+                for (int k = 0; k < s->n; k++)
+                    s->x_colsum[l][(size_t)h * s->x_stride + k] += s->pre_colsum[l][(size_t)h * s->pre_stride + k];
     if (online_pending) {
         /* LLM column sums of this prefill over keys < online_max */
         const skv_config *c = &s->m->cfg;
@@ -426,9 +548,9 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T) {
 int skv_session_step(skv_session *s, int token) {
     if (s->n + 1 > s->o.max_ctx) return skv_error("skv_session_step: context of %d tokens is full", s->o.max_ctx);
     if (s->n == 0) return skv_session_prefill(s, &token, 1);
-    if (skv_kvcache_cold_reserve(s->kv, s->n + 1)) return -1;
-    if (s->slm && slm_run(s, &token, 1)) return -1;
-    skv_fwd_opts fo = { .logits = SKV_LOGITS_LAST, .attn = sess_attn, .attn_ctx = s };
+    if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + 1)) return -1;
+    if ((s->slm || s->slm_sess) && slm_run(s, &token, 1, false)) return -1;
+    skv_fwd_opts fo = { .logits = SKV_LOGITS_LAST, .attn = sess_attn, .attn_ctx = s, .n_layers = s->o.n_layers };
     if (skv_forward(s->st, &token, 1, &fo)) return -1;
     s->n++;
     s->n_sel = s->n;
@@ -461,7 +583,7 @@ skv_session *skv_session_fork(const skv_session *s) {
     f->m = s->m;
     f->o = s->o;
     f->n = s->n; f->n_sel = s->n_sel; f->mapped = s->mapped; f->restores = s->restores;
-    f->slm_layers = s->slm_layers;
+    f->slm_layers = s->slm_layers; f->L_act = s->L_act;
     f->pol = skv_policy_fork(s->pol);
     if (!f->pol) goto fail;
     f->st = state_nocache(s->m, s->o.max_ctx, s->o.T_max, s->o.kv_f16);
@@ -470,20 +592,25 @@ skv_session *skv_session_fork(const skv_session *s) {
     memcpy(f->st->logits, s->st->logits, (size_t)c->vocab * sizeof(float));
     f->kv = skv_kvcache_clone(s->kv);
     if (!f->kv || alloc_buffers(f)) goto fail;
-    if (s->slm) {
+    if (s->slm || s->slm_sess) {
         const skv_config *sc = &s->o.slm->cfg;
-        f->slm = skv_state_new(s->o.slm, s->o.max_ctx, s->o.T_max, s->o.kv_f16);
-        if (!f->slm) goto fail;
-        f->slm->n_past = s->slm->n_past;
-        size_t per = (size_t)sc->n_kv_head * s->slm->S_cap * sc->head_dim * (s->o.kv_f16 ? 2 : 4);
-        for (int l = 0; l < s->slm_layers; l++) {
-            memcpy(f->slm->k[l], s->slm->k[l], per);
-            memcpy(f->slm->v[l], s->slm->v[l], per);
+        if (s->slm_sess) {
+            if (!(f->slm_sess = skv_session_fork(s->slm_sess))) goto fail;
+        } else {
+            f->slm = skv_state_new(s->o.slm, s->o.max_ctx, s->o.T_max, s->o.kv_f16);
+            if (!f->slm) goto fail;
+            f->slm->n_past = s->slm->n_past;
+            size_t per = (size_t)sc->n_kv_head * s->slm->S_cap * sc->head_dim * (s->o.kv_f16 ? 2 : 4);
+            for (int l = 0; l < s->slm_layers; l++) {
+                memcpy(f->slm->k[l], s->slm->k[l], per);
+                memcpy(f->slm->v[l], s->slm->v[l], per);
+            }
         }
         size_t rows = (size_t)sc->n_head * s->o.max_ctx;
         f->slm_colsum = copy_rows(s->slm_colsum, s->slm_layers, rows, "SLM column sums");
         f->slm_lastrow = copy_rows(s->slm_lastrow, s->slm_layers, rows, "SLM last rows");
         if (!f->slm_colsum || !f->slm_lastrow) goto fail;
+        if (f->slm_sess) skv_session_export(f->slm_sess, f->slm_colsum, f->slm_lastrow, s->o.max_ctx);
         if (s->onl_llm && !(f->onl_llm = copy_rows(s->onl_llm, c->n_layer, (size_t)c->n_head * s->o.online_max, "online")))
             goto fail;
         skv_slm_view v = {
@@ -507,24 +634,46 @@ void skv_session_mem_report(const skv_session *s, skv_session_mem *r) {
     skv_kv_bytes b;
     skv_kvcache_bytes(s->kv, &b);
     r->hot_used = b.hot_used; r->hot_cap = b.hot_cap;
-    r->cold_used = b.cold_used; r->cold_cap = b.cold_cap;
+    r->cold_used = b.cold_used; r->cold_cap = b.cold_cap; r->cold_shared = b.cold_shared;
     r->hot_tokens = b.hot_tokens;
     const skv_config *c = &s->m->cfg;
     const size_t esz = s->o.kv_f16 ? 2 : 4;
-    r->full_equiv = (size_t)c->n_layer * c->n_kv_head * (size_t)s->n * 2 * c->head_dim * esz;
+    r->full_equiv = (size_t)s->L_act * c->n_kv_head * (size_t)s->n * 2 * c->head_dim * esz;
     if (s->n > 0) {
         double B = skv_session_budget(s, s->n);
-        for (int l = 0; l < c->n_layer; l++)
+        for (int l = 0; l < s->L_act; l++)
             for (int j = 0; j < c->n_kv_head; j++) {
                 double sh = s->pol->lane_share ? s->pol->lane_share(s->pol, l, j, B) : 1.0;
                 double lb = B * sh;
                 r->budget_tokens += lb < s->n ? lb : s->n;
             }
     }
-    if (s->slm) {
+    if (s->slm || s->slm_sess) {
         const skv_config *sc = &s->o.slm->cfg;
         r->slm_weights = s->o.slm->weight_bytes;
-        r->slm_cache = (size_t)s->slm_layers * sc->n_kv_head * (size_t)s->slm->n_past * 2 * sc->head_dim * esz;
+        if (s->slm_sess) {
+            skv_kv_bytes sb;
+            skv_kvcache_bytes(s->slm_sess->kv, &sb);
+            r->slm_cache = sb.hot_used + sb.cold_used;
+        } else {
+            r->slm_cache = (size_t)s->slm_layers * sc->n_kv_head * (size_t)s->slm->n_past * 2 * sc->head_dim * esz;
+        }
         r->slm_scores = 2 * (size_t)s->slm_layers * sc->n_head * s->o.max_ctx * sizeof(float);
     }
+}
+
+void skv_session_mem_total(skv_session *const *ss, int n, skv_session_mem *r) {
+    memset(r, 0, sizeof *r);
+    const skv_kvcache *cs[256];
+    int nc = 0;
+    for (int i = 0; i < n; i++) {
+        skv_session_mem m;
+        skv_session_mem_report(ss[i], &m);
+        r->hot_used += m.hot_used; r->hot_cap += m.hot_cap;
+        r->slm_cache += m.slm_cache; r->slm_scores += m.slm_scores;
+        if (m.slm_weights > r->slm_weights) r->slm_weights = m.slm_weights;   /* one copy of the weights */
+        r->hot_tokens += m.hot_tokens; r->budget_tokens += m.budget_tokens; r->full_equiv += m.full_equiv;
+        if (nc < 256) cs[nc++] = ss[i]->kv;
+    }
+    r->cold_used = skv_kvcache_cold_unique(cs, nc);
 }

@@ -8,8 +8,17 @@
  *            layer's statistics go to the policy and the hot tier is compressed to budget;
  *   step     one token: per layer the hook stores K/V in cold, asks the policy for each
  *            lane's hot set, evicts/restores, and runs the compensated attention.
- *   fork     a deep copy: hot and cold tiers, policy state, SLM state (the cold tier is
- *            copied, not shared).
+ *   fork     a copy that continues identically: hot tier, policy state and SLM state
+ *            copied; the cold tier shared copy-on-write (kvcache.h), so many forks of one
+ *            prefill cost one cold tier (skv_session_mem_total counts it once).
+ * Tiers: only SmallKV (with saliency) keeps a cold tier. Every other policy evicts
+ * permanently: its prefill stages the new K/V in the cold buffer for the exact attention
+ * and the selection, then releases it (cold = 0 bytes between calls; the staging peak is
+ * transient). A later prefill of such a policy attends over what the hot tier holds plus
+ * the staged block. `full` keeps everything hot and nothing cold.
+ * SLM (SmallKV): the plain forward with its own contiguous cache, or with slm_budget in
+ * (0, 1) a session of its own (policy h2o at that budget, early-stopped, its attention
+ * exported as the column sums / last rows SmallKV reads).
  * Budget: a fraction of the current length (0 < budget <= 1) or an absolute token count
  * (budget_abs), per lane, in cost units (K+V token 1, V-only 1/2). */
 #ifndef SKV_SESSION_H
@@ -35,15 +44,21 @@ typedef struct {
     int online_min, online_max;/* keep everything below online_min tokens; match on keys
                                   < online_max (defaults 100, 200) */
     int slm_layers;            /* SLM early-stop depth (0: deepest mapped layer + 1; all when online) */
+    double slm_budget;         /* SLM cache compressed by H2O to this fraction (0 or >= 1: full cache) */
+    bool slm_session;          /* run the SLM through a session even at slm_budget 1 (tests) */
+    int n_layers;              /* run only the first n layers (0 = all; then no logits): SLM use */
 } skv_session_opts;
 
 void skv_session_opts_default(skv_session_opts *o);
 
 typedef struct {
     size_t hot_used, hot_cap;    /* LLM hot tier, bytes */
-    size_t cold_used, cold_cap;  /* LLM cold tier, bytes */
+    size_t cold_used, cold_cap;  /* LLM cold tier, bytes (this session reads them) */
+    size_t cold_shared;          /* part of cold_used shared with forks (counted once by
+                                    skv_session_mem_total) */
     size_t slm_weights;          /* SLM weight bytes (whole file) */
-    size_t slm_cache;            /* SLM K/V bytes in use (early-stop layers x tokens) */
+    size_t slm_cache;            /* SLM K/V bytes in use (early-stop layers; the SLM session's hot
+                                    tier when compressed) */
     size_t slm_scores;           /* SLM column-sum / last-row buffers */
     double hot_tokens;           /* sum over lanes of n_kv + n_v/2 */
     double budget_tokens;        /* sum over lanes of the lane budgets */
@@ -76,7 +91,13 @@ struct skv_session {
     float **slm_colsum, **slm_lastrow;   /* [slm_layers] -> (h, max_ctx) */
     bool mapped;
     float **onl_llm;           /* online matching: [L] -> (H, online_max) LLM column sums */
-    int restores;              /* rows restored from cold so far */
+    int restores;              /* rows promoted from the cold tier so far (not appends) */
+    int L_act;                 /* layers run (o.n_layers or all) */
+    skv_session *slm_sess;     /* SLM as a compressed session (slm_budget < 1), or NULL */
+    /* export of every attention row (SLM session): [L_act] -> (H, x_stride) */
+    float **x_colsum, **x_lastrow;
+    int x_stride;
+    float *x_tmp; size_t x_tmp_n;   /* (H, cold_cap) last-row staging */
     char err[256];
 };
 
@@ -93,6 +114,12 @@ int skv_session_step_batch(skv_session **ss, const int *tokens, int n);
 skv_session *skv_session_fork(const skv_session *s);
 const float *skv_session_logits(const skv_session *s);
 void skv_session_mem_report(const skv_session *s, skv_session_mem *r);
+/* Bytes of n sessions together (e.g. forks of one prefill): hot tiers and SLM caches
+ * summed, cold tiers with each shared segment counted once (cold_used; cold_shared 0). */
+void skv_session_mem_total(skv_session *const *ss, int n, skv_session_mem *r);
+/* Export every attention of layers < L_act into colsum / lastrow [L_act] -> (H, stride):
+ * column sums accumulated over the whole history, last rows of the latest query. */
+void skv_session_export(skv_session *s, float **colsum, float **lastrow, int stride);
 /* The lane budget (cost units) at length n, before the policy's lane share. */
 double skv_session_budget(const skv_session *s, int n);
 

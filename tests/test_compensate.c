@@ -113,8 +113,39 @@ static void test_combine_modes(void **st) {
     assert_float_equal(out[0], 1.0f, 1e-6);
 }
 
+/* a slot with multiplicity m == m identical slots (EMS centres), fast and reference */
+static void test_multiplicity(void **st) {
+    (void)st;
+    const int g = 2, d = 16;
+    float kf[5 * 16], vf[5 * 16];
+    void *k = rows(5, d, false, kf), *v = rows(5, d, false, vf);
+    /* duplicated layout: slot 1 three times, slot 3 twice -> 3 slots with mult {1, 3, 2}... */
+    float kd[8 * 16], vd[8 * 16];
+    int src[8] = {0, 1, 1, 1, 2, 3, 3, 4}, mult[5] = {1, 3, 1, 2, 1};
+    for (int i = 0; i < 8; i++) {
+        memcpy(kd + i * d, kf + src[i] * d, sizeof(float) * d);
+        memcpy(vd + i * d, vf + src[i] * d, sizeof(float) * d);
+    }
+    float q[2 * 16], o1[2 * 16], o2[2 * 16], o3[2 * 16], scr[8], acc1[8] = {0}, acc2[8] = {0};
+    for (int i = 0; i < g * d; i++) q[i] = 2 * frand();
+    skv_comp_args a = {.g = g, .d = d, .n_hot = 5, .k = k, .v = v, .mult = mult, .slot_acc = acc1, .scratch = scr};
+    skv_compensate(o1, q, &a);
+    a.slot_acc = NULL;
+    skv_compensate_ref(o3, q, &a);
+    skv_comp_args b = {.g = g, .d = d, .n_hot = 8, .k = kd, .v = vd, .slot_acc = acc2, .scratch = scr};
+    skv_compensate_ref(o2, q, &b);
+    assert_true(maxdiff(o1, o2, g * d) < 1e-5f);
+    assert_true(maxdiff(o3, o2, g * d) < 1e-5f);
+    /* the slot's probability is the total over its copies */
+    float tot[5] = {0};
+    for (int i = 0; i < 8; i++) tot[src[i]] += acc2[i];
+    assert_true(maxdiff(acc1, tot, 5) < 1e-5f);
+    free(k); free(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_multiplicity),
         cmocka_unit_test(test_fast_vs_ref_f32),
         cmocka_unit_test(test_fast_vs_ref_f16),
         cmocka_unit_test(test_equals_attention),

@@ -1,6 +1,7 @@
 /* test_kvcache.c: the two-tier KV cache: restore returns exactly the stored K/V, random
  * evict/restore sequences keep every hot slot equal to its cold row, the hot tier never
- * exceeds the budget, and the hot arena is sized by the budget (byte accounting). */
+ * exceeds the budget, and the hot arena is sized by the budget (byte accounting); the cold
+ * tier shared copy-on-write by clones, released (policies without restore), flattened. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -56,9 +57,9 @@ static void restore_exact(bool f16) {
     int seen = 0;
     for (int s = 0; s < 4; s++) seen |= 1 << (P[s] == 3 ? 0 : P[s] == 7 ? 1 : P[s] == 10 ? 2 : P[s] == 49 ? 3 : 4);
     assert_int_equal(seen, 15);
-    /* move 7 to V-only, 5 to K+V, drop 6 and 49: one restore of K+V (5), one of V (7) */
+    /* move 7 to V-only, 5 to K+V, drop 6 and 49: one load of K+V (5); 7 keeps its hot V */
     int kv2[] = {3, 5, 10}, vv2[] = {7};
-    assert_int_equal(skv_kvcache_apply(c, 1, 1, kv2, 3, vv2, 1), 2);
+    assert_int_equal(skv_kvcache_apply(c, 1, 1, kv2, 3, vv2, 1), 1);
     check_lane(c, 1, 1);
     assert_int_equal(c->n_kv[skv_lane(c, 1, 1)], 3);
     assert_int_equal(c->n_v[skv_lane(c, 1, 1)], 1);
@@ -166,6 +167,50 @@ static void test_cold_grows(void **st) {
     skv_kvcache_free(c);
 }
 
+static void test_cold_cow_release(void **st) {
+    (void)st;
+    const int L = 2, Hkv = 2, d = 8, N = 30;
+    skv_kvcache *c = filled(L, Hkv, d, false, N);
+    const size_t per_tok = (size_t)L * Hkv * 2 * d * 4;
+    skv_kvcache *o = skv_kvcache_clone(c);
+    assert_non_null(o);
+    skv_kv_bytes b;
+    skv_kvcache_bytes(o, &b);
+    assert_int_equal(b.cold_used, N * per_tok);
+    assert_int_equal(b.cold_shared, N * per_tok);
+    /* the clone appends to its own tail; the source's rows stay readable from both */
+    float row[2 * 8];
+    for (int i = 0; i < 16; i++) row[i] = (float)i;
+    assert_int_equal(skv_kvcache_cold_reserve(o, N + 1), 0);
+    assert_int_equal(skv_kvcache_cold_write(o, 1, N, 1, row, row), 0);
+    assert_int_equal(o->cold_n, N + 1);
+    assert_int_equal(c->cold_n, N);
+    assert_memory_equal(skv_kvcache_cold_k(o, 1, 1, 7), skv_kvcache_cold_k(c, 1, 1, 7), d * 4);
+    assert_memory_equal(skv_kvcache_cold_k(o, 1, 1, N), row + d, d * 4);
+    assert_null(skv_kvcache_cold_k(c, 1, 1, N));
+    const skv_kvcache *both[2] = {c, o};
+    assert_int_equal(skv_kvcache_cold_unique(both, 2), (N + 1) * per_tok);
+    /* flatten: a private contiguous copy, same rows */
+    float k7[8];
+    memcpy(k7, skv_kvcache_cold_k(o, 0, 1, 7), sizeof k7);
+    assert_int_equal(skv_kvcache_cold_flatten(o), 0);
+    assert_int_equal(o->cold_base, 0);
+    assert_memory_equal(k7, skv_kvcache_cold_k(o, 0, 1, 7), sizeof k7);
+    assert_int_equal(skv_kvcache_cold_unique(both, 2), (2 * N + 1) * per_tok);
+    /* release: no cold bytes, old positions are gone (apply refuses to restore them) */
+    skv_kvcache_cold_release(o);
+    skv_kvcache_bytes(o, &b);
+    assert_int_equal(b.cold_used + b.cold_cap, 0);
+    assert_null(skv_kvcache_cold_k(o, 0, 0, 3));
+    int need[2] = {4, 4}, kv[1] = {3};
+    assert_int_equal(skv_kvcache_hot_reserve(o, 0, need, NULL), 0);
+    assert_int_equal(skv_kvcache_apply(o, 0, 0, kv, 1, NULL, 0), -1);
+    skv_kvcache_free(o);
+    /* the source still reads its rows after the clone is gone */
+    assert_memory_equal(k7, skv_kvcache_cold_k(c, 0, 1, 7), sizeof k7);
+    skv_kvcache_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restore_exact_f32),
@@ -173,6 +218,7 @@ int main(void) {
         cmocka_unit_test(test_random_steps_budget),
         cmocka_unit_test(test_hot_sized_by_budget),
         cmocka_unit_test(test_cold_grows),
+        cmocka_unit_test(test_cold_cow_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -228,6 +228,92 @@ static void test_smallkv_select(void **st) {
     skv_kvcache_free(c);
 }
 
+/* EMS on hand-made K/V and scores (d = 2, one head, budget N = 3, gamma 2, tau 0.6):
+ *   global (colsum) 10 1 5 0.5 4 0.2 0.1 3, local (last 2 rows) 0 0 0 0 0 0 1 1;
+ *   mean alignment over positions 1..7 (sink 0 excluded): a = 13.8 / 2 = 6.9, so
+ *   scores: 1 -> 1, 2 -> 5, 3 -> 0.5, 4 -> 4, 5 -> 0.2, 6 -> 7.0, 7 -> 9.9, sink +inf;
+ *   centres (top 3): 0, 7, 6; merge candidates (next 3): 2, 4, 1; evicted: 3, 5.
+ *   K/V: 0 (1,0)/(1,0)  1 (1,0)/(0,1)  2 (1,1)/(1,0)  4 (0,1)/(0,2)  6 (0,1)/(0,1)  7 (-1,0)/(1,1)
+ *   2 -> 0: cos_k 0.707 * cos_v 1 = 0.707 > 0.6;  4 -> 6: 1 * 1;  1: best product 0 -> dropped.
+ *   merged: centre 0 K (1, 0.5) V (1, 0) m 2; centre 6 K (0, 1) V (0, 1.5) m 2; 7 as is, m 1. */
+static void test_ems(void **st) {
+    (void)st;
+    const int n = 8;
+    float k[8 * 2] = {1, 0, 1, 0, 1, 1, 5, 5, 0, 1, 5, 5, 0, 1, -1, 0};
+    float v[8 * 2] = {1, 0, 0, 1, 1, 0, 5, 5, 0, 2, 5, 5, 0, 1, 1, 1};
+    skv_kvcache *c = skv_kvcache_new(1, 1, 2, false);
+    assert_int_equal(skv_kvcache_cold_reserve(c, n), 0);
+    assert_int_equal(skv_kvcache_cold_write(c, 0, 0, n, k, v), 0);
+    skv_policy_opts o;
+    skv_policy_opts_default(&o);
+    o.sinks = 1; o.ems_gamma = 2; o.ems_tau = 0.6f; o.window = 2;
+    skv_policy *p = skv_policy_new("ems", &o, 1, 1, 1);
+    assert_non_null(p);
+    float colsum[8] = {10, 1, 5, 0.5f, 4, 0.2f, 0.1f, 3}, obs[8] = {0, 0, 0, 0, 0, 0, 1, 1};
+    skv_prefill_info pi = {.layer = 0, .H = 1, .Hkv = 1, .n0 = 0, .n = n, .stride = 8, .colsum = colsum, .obs = obs,
+                           .obs_rows = 2, .cache = c, .budget = 3};
+    assert_int_equal(p->on_prefill(p, &pi), 0);
+    bufs b;
+    skv_select_io io = io_for(c, &b, 0, 0, n, 0, 3);
+    assert_int_equal(p->select(p, &io), 0);
+    int want[3] = {0, 6, 7};
+    expect(io.kv_pos, io.n_kv, want, 3);
+    assert_int_equal(io.n_v, 0);
+    /* the look-up table: kept positions and their centres */
+    skv_ems_plan plan;
+    assert_int_equal(skv_policy_ems_plan(p, 0, 0, &plan), 0);
+    assert_int_equal(plan.n_lut, 6);
+    assert_int_equal(plan.n_centre, 3);
+    int cen_of[8];
+    for (int i = 0; i < 8; i++) cen_of[i] = -2;   /* -2: evicted (not in the table) */
+    for (int i = 0; i < plan.n_lut; i++) cen_of[plan.lut_pos[i]] = plan.lut_centre[i];
+    int want_cen[8] = {0, -1, 0, -2, 6, -2, 6, 7};
+    for (int i = 0; i < 8; i++) assert_int_equal(cen_of[i], want_cen[i]);
+    /* apply + merge: only the 3 centres are stored, with merged K/V and multiplicities */
+    int need[1] = {3};
+    assert_int_equal(skv_kvcache_hot_reserve(c, 0, need, NULL), 0);
+    assert_int_equal(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0), 3);
+    assert_int_equal(p->after_apply(p, c, 0, 0), 0);
+    const int *P = skv_kvcache_hot_pos_kv(c, 0, 0), *M = skv_kvcache_hot_mult(c, 0, 0);
+    const float *K = skv_kvcache_hot_k(c, 0, 0), *V = skv_kvcache_hot_v(c, 0, 0);
+    for (int sl = 0; sl < 3; sl++) {
+        float wk[2], wv[2];
+        int wm;
+        if (P[sl] == 0) { wk[0] = 1; wk[1] = 0.5f; wv[0] = 1; wv[1] = 0; wm = 2; }
+        else if (P[sl] == 6) { wk[0] = 0; wk[1] = 1; wv[0] = 0; wv[1] = 1.5f; wm = 2; }
+        else { assert_int_equal(P[sl], 7); wk[0] = -1; wk[1] = 0; wv[0] = 1; wv[1] = 1; wm = 1; }
+        assert_int_equal(M[sl], wm);
+        for (int t = 0; t < 2; t++) {
+            assert_float_equal(K[sl * 2 + t], wk[t], 1e-6);
+            assert_float_equal(V[sl * 2 + t], wv[t], 1e-6);
+        }
+    }
+    /* decode: one new token appends while within budget (budget 4 at n = 9) */
+    skv_kvcache_set_fresh(c, 0, 8, 1, (float[]){0.5f, 0.5f}, (float[]){2, 2});
+    io = io_for(c, &b, 0, 0, 9, 8, 4);
+    assert_int_equal(p->select(p, &io), 0);
+    int want2[4] = {0, 6, 7, 8};
+    expect(io.kv_pos, io.n_kv, want2, 4);
+    int need2[1] = {4};
+    assert_int_equal(skv_kvcache_hot_reserve(c, 0, need2, NULL), 0);
+    assert_int_equal(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0), 1);
+    assert_int_equal(p->after_apply(p, c, 0, 0), 0);
+    /* over budget (3 at n = 10): evict+merge again over the 4 centres + the new token;
+     * the new token (no score yet) and the sink stay centres, evicted positions never return */
+    skv_kvcache_set_fresh(c, 0, 9, 1, (float[]){0, 1}, (float[]){0, 1});
+    io = io_for(c, &b, 0, 0, 10, 9, 3);
+    assert_int_equal(p->select(p, &io), 0);
+    assert_int_equal(io.n_kv, 3);
+    bool has0 = false, has9 = false;
+    for (int i = 0; i < 3; i++) {
+        has0 |= io.kv_pos[i] == 0; has9 |= io.kv_pos[i] == 9;
+        assert_true(io.kv_pos[i] != 1 && io.kv_pos[i] != 3 && io.kv_pos[i] != 5 && io.kv_pos[i] != 2);
+    }
+    assert_true(has0 && has9);
+    skv_policy_free(p);
+    skv_kvcache_free(c);
+}
+
 static void test_unknown(void **st) {
     (void)st;
     assert_null(skv_policy_new("nope", NULL, 1, 2, 1));
@@ -242,6 +328,7 @@ int main(void) {
         cmocka_unit_test(test_snapkv_family),
         cmocka_unit_test(test_smallkv_split),
         cmocka_unit_test(test_smallkv_select),
+        cmocka_unit_test(test_ems),
         cmocka_unit_test(test_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,10 @@
  *   - SmallKV at budget 100% equals full;
  *   - every policy keeps the hot tier within its budget over many steps, with the hot
  *     arena sized by the budget;
- *   - a forked session continues identically;
+ *   - baselines keep no cold tier (cold 0 bytes), SmallKV one; a second prefill over a
+ *     compressed cache works and for `full` equals the plain forward;
+ *   - a forked session continues identically; forks share the cold tier (counted once);
+ *   - the SLM cache compressed by H2O (slm_budget): 1.0 matches the plain SLM, 0.4 cuts it;
  *   - online head matching keeps everything below 100 tokens, then maps and compresses.
  * If the forward pass does not call the attn hook yet, the model cases are skipped. */
 #include <setjmp.h>
@@ -139,6 +142,10 @@ static void full_vs_plain(const skv_model *m, int np, int steps, int T_max, floa
         worst = fmaxf(worst, maxdiff(st->logits, skv_session_logits(s), V));
     }
     print_message("full vs plain forward: max |logit diff| %.3g over %d steps\n", worst, steps);
+    skv_session_mem r;
+    skv_session_mem_report(s, &r);
+    assert_int_equal(r.hot_used, r.full_equiv);     /* everything hot, once */
+    assert_int_equal(r.cold_used + r.cold_cap, 0);
     assert_true(worst <= tol);
     skv_session_free(s);
     skv_state_free(st);
@@ -148,6 +155,30 @@ static void test_full_equals_plain_tiny(void **st) {
     (void)st;
     need_hook(tiny);
     full_vs_plain(tiny, 40, 24, 16, 1e-3f);
+}
+
+/* a second prefill over a policy without a cold tier attends over the hot tier + the new
+ * block: for `full` (everything hot) that is the plain forward over the whole sequence */
+static void test_second_prefill_full(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const int V = tiny->cfg.vocab;
+    int toks[80];
+    prompt(toks, 70, V, 77);
+    skv_state *p = skv_state_new(tiny, 512, 16, true);
+    skv_fwd_opts fo = {0};
+    for (int t = 0; t < 70; t += 14) {
+        fo.logits = t + 14 == 70 ? SKV_LOGITS_LAST : SKV_LOGITS_NONE;
+        assert_int_equal(skv_forward(p, toks + t, 14, &fo), 0);
+    }
+    skv_session *s = mk(tiny, "full", 1.0, 16, NULL, NULL);
+    assert_int_equal(skv_session_prefill(s, toks, 40), 0);
+    assert_int_equal(skv_session_prefill(s, toks + 40, 30), 0);
+    float d = maxdiff(p->logits, skv_session_logits(s), V);
+    print_message("second prefill over the hot tier vs plain: max |logit diff| %.3g\n", d);
+    assert_true(d < 1e-3f);
+    skv_session_free(s);
+    skv_state_free(p);
 }
 
 static void test_full_equals_plain_smollm2(void **st) {
@@ -189,7 +220,7 @@ static void test_smallkv_full_budget(void **st) {
 static void test_budgets_hold(void **st) {
     (void)st;
     need_hook(tiny);
-    const char *pols[] = {"streamingllm", "h2o", "snapkv", "pyramidkv", "adakv", "smallkv"};
+    const char *pols[] = {"streamingllm", "h2o", "snapkv", "pyramidkv", "adakv", "ems", "smallkv"};
     const int V = tiny->cfg.vocab, np = 120;
     int toks[256];
     prompt(toks, np, V, 17);
@@ -202,6 +233,9 @@ static void test_budgets_hold(void **st) {
             skv_session_mem_report(s, &r);
             assert_true(r.hot_tokens <= r.budget_tokens + 1e-6);
             assert_true(r.hot_tokens <= 0.3 * s->n * tiny->cfg.n_layer * tiny->cfg.n_kv_head + 1e-6);
+            /* only SmallKV keeps a cold tier; the baselines' evicted tokens are gone */
+            if (strcmp(pols[p], "smallkv")) assert_int_equal(r.cold_used + r.cold_cap, 0);
+            else assert_int_equal(r.cold_used, r.full_equiv);
             /* hot arena ~ budget: at most 1/8 headroom + 8 slots per lane region, K+V and V */
             size_t row = (size_t)tiny->cfg.head_dim * 2;
             size_t lanes = (size_t)tiny->cfg.n_layer * tiny->cfg.n_kv_head;
@@ -216,6 +250,13 @@ static void test_budgets_hold(void **st) {
                       "full %zu B, restores %d\n", pols[p], s->n, r.hot_tokens, r.budget_tokens, r.hot_used,
                       r.hot_cap, r.cold_used, r.full_equiv, s->restores);
         if (!strcmp(pols[p], "smallkv")) assert_true(r.slm_cache > 0 && r.slm_weights > 0);
+        else assert_int_equal(s->restores, 0);   /* no cold tier: nothing is ever restored */
+        /* a second prefill (next turn) attends over what the hot tier holds + the new block */
+        assert_int_equal(skv_session_prefill(s, toks, 40), 0);
+        skv_session_mem_report(s, &r);
+        assert_true(r.hot_tokens <= r.budget_tokens + 1e-6);
+        assert_true(isfinite(skv_session_logits(s)[0]));
+        if (strcmp(pols[p], "smallkv")) assert_int_equal(r.cold_used + r.cold_cap, 0);
         skv_session_free(s);
     }
     free(map);
@@ -228,8 +269,8 @@ static void test_fork(void **st) {
     int toks[64];
     prompt(toks, 50, V, 23);
     int *map = identity_map(tiny);
-    const char *pols[] = {"h2o", "smallkv", "snapkv"};
-    for (int p = 0; p < 3; p++) {
+    const char *pols[] = {"h2o", "smallkv", "snapkv", "ems"};
+    for (int p = 0; p < 4; p++) {
         skv_session *a = mk(tiny, pols[p], 0.4, 16, tiny, map);
         assert_int_equal(skv_session_prefill(a, toks, 50), 0);
         for (int i = 0; i < 5; i++) assert_int_equal(skv_session_step(a, argmax(skv_session_logits(a), V)), 0);
@@ -245,6 +286,94 @@ static void test_fork(void **st) {
         skv_session_free(b);
         skv_session_free(a);
     }
+    free(map);
+}
+
+/* forking many sessions from one SmallKV prefill shares the cold tier: each fork's report
+ * shows the whole cold tier it reads (cold_used, of which cold_shared is shared) and
+ * skv_session_mem_total counts every shared segment once, so 8 forks of a 60-token prefill
+ * that each add 5 tokens cost one prefill's cold tier + 8 x 5 tokens, not 9 copies. */
+static void test_fork_shares_cold(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const int V = tiny->cfg.vocab, np = 60, nf = 8;
+    int toks[64];
+    prompt(toks, np, V, 41);
+    int *map = identity_map(tiny);
+    skv_session *a = mk(tiny, "smallkv", 0.3, 16, tiny, map);
+    assert_int_equal(skv_session_prefill(a, toks, np), 0);
+    skv_session *f[8];
+    for (int i = 0; i < nf; i++) assert_non_null(f[i] = skv_session_fork(a));
+    const size_t per_tok = (size_t)tiny->cfg.n_layer * tiny->cfg.n_kv_head * 2 * tiny->cfg.head_dim * 2;
+    for (int i = 0; i < nf; i++)
+        for (int t = 0; t < 5; t++) assert_int_equal(skv_session_step(f[i], (i * 7 + t) % V), 0);
+    skv_session_mem r;
+    skv_session_mem_report(f[3], &r);
+    assert_int_equal(r.cold_used, (np + 5) * per_tok);
+    assert_int_equal(r.cold_shared, np * per_tok);
+    skv_session *all[9] = {a};
+    for (int i = 0; i < nf; i++) all[i + 1] = f[i];
+    skv_session_mem_total(all, nf + 1, &r);
+    assert_int_equal(r.cold_used, (np + nf * 5) * per_tok);
+    /* a fork continues like an unforked copy (prefill of the source repeated) */
+    skv_session *b = mk(tiny, "smallkv", 0.3, 16, tiny, map);
+    assert_int_equal(skv_session_prefill(b, toks, np), 0);
+    for (int t = 0; t < 5; t++) assert_int_equal(skv_session_step(b, (3 * 7 + t) % V), 0);
+    assert_memory_equal(skv_session_logits(b), skv_session_logits(f[3]), sizeof(float) * V);
+    /* a new prefill on a fork copies the shared part first (copy-on-write), the others keep it */
+    assert_int_equal(skv_session_prefill(f[3], toks, 10), 0);
+    skv_session_mem_report(f[3], &r);
+    assert_int_equal(r.cold_shared, 0);
+    skv_session_mem_report(f[4], &r);
+    assert_int_equal(r.cold_shared, np * per_tok);
+    for (int i = 0; i < nf; i++) skv_session_free(f[i]);
+    skv_session_free(a); skv_session_free(b);
+    free(map);
+}
+
+/* SmallKV with the SLM cache compressed by H2O (slm_budget): at 1.0 through the SLM session
+ * it matches the plain SLM; at 0.4 the SLM cache bytes drop to about 40% */
+static void test_slm_budget(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const int V = tiny->cfg.vocab, np = 100;
+    int toks[128];
+    prompt(toks, np, V, 53);
+    int *map = identity_map(tiny);
+    skv_session_opts o;
+    skv_session_opts_default(&o);
+    o.policy = "smallkv"; o.budget = 0.3; o.max_ctx = 256; o.T_max = 32; o.slm = tiny; o.map = map;
+    skv_session *a = skv_session_new(tiny, &o);
+    o.slm_session = true;                       /* budget 1.0 through the SLM session */
+    skv_session *b = skv_session_new(tiny, &o);
+    o.slm_session = false; o.slm_budget = 0.4;
+    skv_session *c = skv_session_new(tiny, &o);
+    assert_non_null(a); assert_non_null(b); assert_non_null(c);
+    assert_null(a->slm_sess); assert_non_null(b->slm_sess); assert_non_null(c->slm_sess);
+    assert_int_equal(skv_session_prefill(a, toks, np), 0);
+    assert_int_equal(skv_session_prefill(b, toks, np), 0);
+    assert_int_equal(skv_session_prefill(c, toks, np), 0);
+    float worst = 0;
+    for (int i = 0; i < 20; i++) {
+        worst = fmaxf(worst, maxdiff(skv_session_logits(a), skv_session_logits(b), V));
+        int t = argmax(skv_session_logits(a), V);
+        assert_int_equal(skv_session_step(a, t), 0);
+        assert_int_equal(skv_session_step(b, t), 0);
+        assert_int_equal(skv_session_step(c, t), 0);
+    }
+    /* the SLM's scores agree: same column sums / last rows up to rounding */
+    int h = tiny->cfg.n_head;
+    assert_true(maxdiff(a->slm_colsum[0], b->slm_colsum[0], h * 256) < 1e-3f);
+    assert_true(maxdiff(a->slm_lastrow[1], b->slm_lastrow[1], h * 256) < 1e-4f);
+    print_message("SLM through a session at budget 1: max |logit diff| %.3g\n", worst);
+    assert_true(worst < 1e-3f);
+    skv_session_mem ra, rb, rc;
+    skv_session_mem_report(a, &ra); skv_session_mem_report(b, &rb); skv_session_mem_report(c, &rc);
+    print_message("SLM cache: plain %zu B, session at 1.0 %zu B, at 0.4 %zu B\n", ra.slm_cache, rb.slm_cache, rc.slm_cache);
+    assert_int_equal(ra.slm_cache, rb.slm_cache);
+    assert_true(rc.slm_cache <= (size_t)(0.4 * ra.slm_cache) + 1);
+    assert_true(rc.slm_cache >= (size_t)(0.35 * ra.slm_cache));
+    skv_session_free(a); skv_session_free(b); skv_session_free(c);
     free(map);
 }
 
@@ -290,9 +419,12 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_equals_plain_tiny),
         cmocka_unit_test(test_full_equals_plain_smollm2),
+        cmocka_unit_test(test_second_prefill_full),
         cmocka_unit_test(test_smallkv_full_budget),
         cmocka_unit_test(test_budgets_hold),
         cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_fork_shares_cold),
+        cmocka_unit_test(test_slm_budget),
         cmocka_unit_test(test_online_map_defers),
         cmocka_unit_test(test_bad_options),
     };

@@ -41,7 +41,7 @@ void skv_compensate_ref(float *out, const float *q, const skv_comp_args *a) {
             for (int s = 0; s < n; s++) {
                 float dot = 0;
                 for (int i = 0; i < d; i++) dot += qh[i] * elem(a->k, a->f16, (size_t)s * d + i);
-                p[s] = dot * scale;
+                p[s] = dot * scale + (a->mult && a->mult[s] != 1 ? logf((float)a->mult[s]) : 0.0f);
                 if (p[s] > mx) mx = p[s];
             }
             float sum = 0;
@@ -122,6 +122,7 @@ void skv_compensate(float *out, const float *q, const skv_comp_args *a) {
                 float dot = hsum(acc);
                 for (int i = d8; i < d; i++) dot += qh[i] * elem(a->k, a->f16, r + i);
                 p[s] = dot * scale;
+                if (a->mult && a->mult[s] != 1) p[s] += logf((float)a->mult[s]);
                 mx = p[s] > mx ? p[s] : mx;
             }
             float sum = 0;

@@ -2,7 +2,7 @@
  * with SmallKV's marginal compensation (method.md section 5).
  *
  * For each of the g query heads i of one KV head (one query row):
- *   p   = softmax(q_i . K_hot^T / sqrt(d))                 over the n_hot K+V slots
+ *   p   = softmax(q_i . K_hot^T / sqrt(d) + log mult)      over the n_hot K+V slots
  *   O_c = sum_s p[s] V_hot[s]                               (d)
  *   O_m = sum_k pm[i][k] Vm[k]                              over the n_marg V-only slots
  *   out_i = combine(O_c, O_m):
@@ -10,6 +10,9 @@
  *     MASS   w_i O_c + O_m              (w_i = the SLM head's mass on the hot tokens)
  *     RENORM (w_i O_c + O_m) / (w_i + sum_k pm[i][k])
  * With no marginal slots (or pm == NULL) out_i = O_c: ordinary attention.
+ * Multiplicity (EMS merging): a slot with mult[s] = m stands for m tokens and takes m places
+ * in the softmax. We add log(m) to its logit, which is the same thing for m identical
+ * copies (m e^l / Z = e^(l + log m) / Z); p[s] is then the slot's total probability.
  * Side outputs (optional) for score-keeping policies:
  *   slot_acc  (n_hot)    += sum over the g heads of p[s]     (H2O's accumulated score)
  *   head_p    (g, n_hot)  = p per head                        (online head matching)
@@ -29,6 +32,7 @@ typedef struct {
     const void *vm;       /* (n_marg, d) */
     const float *pm;      /* (g, n_marg) SLM attention at each marginal slot, or NULL */
     const float *w;       /* (g) SLM mass on the hot tokens (MASS / RENORM), NULL = 1 */
+    const int *mult;      /* (n_hot) tokens each K+V slot stands for, or NULL (all 1) */
     skv_combine combine;
     float *slot_acc;      /* optional (n_hot) */
     float *head_p;        /* optional (g, n_hot) */
