@@ -4,12 +4,12 @@
 #   make SAN=1 test   the same under AddressSanitizer + UBSan (separate build dir)
 #   make models       fetch the model files into models/ (scripts/fetch-models.sh)
 #   make bench        speed benchmark table
-#   make CUDA=1       (reserved for the CUDA backend, kernels/cuda/)
+#   make CUDA=1       with the CUDA backend (kernels/cuda/, nvcc + cuBLAS; dir build-cuda/)
 CC      ?= gcc
 SAN     ?= 0
 CUDA    ?= 0
 OPT     ?= -O2
-BUILD   := build$(if $(filter 1,$(SAN)),-san,)
+BUILD   := build$(if $(filter 1,$(SAN)),-san,)$(if $(filter 1,$(CUDA)),-cuda,)
 
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -fopenmp \
            -mavx2 -mfma -mf16c -MMD -MP $(shell pkg-config --cflags libcjson 2>/dev/null)
@@ -22,6 +22,22 @@ endif
 LIB_SRC := $(wildcard runtime/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB     := $(BUILD)/libsmallkv.a
+
+# CUDA backend (make CUDA=1, build dir build-cuda/): kernels/cuda/*.cu compiled by nvcc
+# (CUDA C++, machine code for sm_80 and sm_90) into the same library; C files get
+# SKV_CUDA=1; links cudart + cuBLAS. With CUDA=0 nothing CUDA is built and
+# tests/test_cuda.c skips every case.
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVCCFLAGS := -std=c++17 $(OPT) -g -lineinfo $(CUDA_ARCH) -Werror all-warnings \
+             -Xcompiler -Wall,-Wextra,-Werror,-fPIC -MMD -MP
+ifeq ($(CUDA),1)
+CU_SRC  := $(wildcard kernels/cuda/*.cu)
+LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.o)
+CFLAGS  += -DSKV_CUDA=1
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+endif
 
 # tools: one main per file
 TOOL_SRC := runtime/cli/smallkv.c $(wildcard calibrate/calibrate.c) $(wildcard mapgen/mapgen.c) \
@@ -42,6 +58,10 @@ tools: $(TOOLS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -89,6 +109,41 @@ bench: all
 	$(BUILD)/bin/bench
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-cuda build-san-cuda
 
--include $(shell find build build-san -name '*.d' 2>/dev/null)
+# ---- robustness: libFuzzer targets (fuzz/fuzz_*.c) and valgrind (docs/robustness.md) ----
+#   make fuzz-build      build every fuzz target with clang into build-fuzz/
+#   make fuzz            ... and run each for FUZZ_SECONDS (default 600); crashes -> fuzz-out/
+#   make fuzz FUZZ_TARGETS=gguf FUZZ_SECONDS=60     one target, one minute
+#   make valgrind        the CLI's main paths under valgrind memcheck (tests/valgrind.sh)
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 600
+FUZZ_BUILD   := build-fuzz
+FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -O1 -g -fopenmp -mavx2 -mfma -mf16c -MMD -MP \
+                -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
+                $(shell pkg-config --cflags libcjson 2>/dev/null)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(TEST_SUP:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+.PHONY: fuzz fuzz-build fuzz-seeds valgrind
+fuzz-build: $(FUZZ_BINS)
+fuzz: fuzz-build
+	FUZZ_BUILD=$(FUZZ_BUILD) fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+
+# seeds: fuzz/corpus/<target>/ from fuzz/gen_seeds.c (committed; rerun after format changes)
+fuzz-seeds: $(FUZZ_BUILD)/gen_seeds
+	$(FUZZ_BUILD)/gen_seeds
+$(FUZZ_BUILD)/gen_seeds: $(FUZZ_BUILD)/fuzz/gen_seeds.o $(FUZZ_LIB_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $^ -o $@ $(LDLIBS)
+
+valgrind: all
+	BUILD=$(BUILD) tests/valgrind.sh
+
+-include $(shell find build build-san build-fuzz build-cuda build-san-cuda -name '*.d' 2>/dev/null)
