@@ -32,6 +32,14 @@ typedef struct {
     float **colsum;          /* NULL or [L] pointers (NULL entries skip a layer) to (H, S_cap),
                                 accumulated column sums of attention probabilities */
     float **lastrow;         /* NULL or [L] pointers to (H, S_cap): last query's attention row */
+    /* Optional attention override, used by the compressed-cache runtime, which owns its own
+     * KV storage: when set, skv_forward neither writes nor reads s->k / s->v; for each layer
+     * it calls attn(attn_ctx, layer, q, k, v, pos0, T, out) with this block's rotated
+     * q (T, H, d), rotated k (T, Hkv, d), v (T, Hkv, d), positions pos0 .. pos0+T-1, and
+     * expects out (T, H, d). Returns 0, or -1 with an error set (the forward then fails). */
+    int (*attn)(void *attn_ctx, int layer, const float *q, const float *k, const float *v,
+                int pos0, int T, float *out);
+    void *attn_ctx;
 } skv_fwd_opts;
 
 skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16);

@@ -69,7 +69,10 @@ typedef struct skv_model {
 skv_model *skv_model_load(const char *path);
 skv_model *skv_model_load_gguf(const char *path);
 skv_model *skv_model_load_hf(const char *dir);
+/* Frees tok, layers, name, path, then the storage: gguf_close(gguf) or skv_hf_free(hf). */
 void skv_model_free(skv_model *m);
+/* Release the storage behind m->hf (written by the Hugging Face loader, runtime/model_hf.c). */
+void skv_hf_free(void *hf);
 
 /* Bytes of K+V per token for the whole model at the given cache element size. */
 size_t skv_model_kv_bytes_per_token(const skv_model *m, size_t elem_bytes);

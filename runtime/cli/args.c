@@ -1,0 +1,74 @@
+/* args.c: option parsing and error printing shared by the smallkv subcommands. */
+#include "cli.h"
+#include "../util.h"
+#include <errno.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool cli_is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+bool cli_str(int argc, char **argv, int *i, const char **out) {
+    if (*i + 1 >= argc) { fprintf(stderr, "smallkv: option %s needs a value\n", argv[*i]); return false; }
+    *out = argv[++*i];
+    return true;
+}
+
+bool cli_int(int argc, char **argv, int *i, long lo, long hi, int *out) {
+    const char *opt = argv[*i], *v;
+    if (!cli_str(argc, argv, i, &v)) return false;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "smallkv: option %s: '%s' is not an integer in [%ld, %ld]\n", opt, v, lo, hi);
+        return false;
+    }
+    *out = (int)x;
+    return true;
+}
+
+bool cli_float(int argc, char **argv, int *i, double lo, double hi, float *out) {
+    const char *opt = argv[*i], *v;
+    if (!cli_str(argc, argv, i, &v)) return false;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "smallkv: option %s: '%s' is not a number in [%g, %g]\n", opt, v, lo, hi);
+        return false;
+    }
+    *out = (float)x;
+    return true;
+}
+
+int cli_usage_error(const char *usage, const char *fmt, ...) {
+    if (fmt && *fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("smallkv: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+    fputs(usage, stderr);
+    return CLI_USAGE;
+}
+
+int cli_fail(const char *context) {
+    if (context) fprintf(stderr, "smallkv: %s: %s\n", context, skv_last_error());
+    else fprintf(stderr, "smallkv: %s\n", skv_last_error());
+    return CLI_ERR;
+}
+
+void cli_set_threads(int n) {
+    if (n > 0) omp_set_num_threads(n);
+}
+
+skv_model *cli_load(const char *path) {
+    skv_model *m = skv_model_load(path);
+    if (!m) cli_fail(NULL);
+    return m;
+}

@@ -1,0 +1,30 @@
+/* cli.h: the pieces shared by the `smallkv` subcommands (the .c files in runtime/cli/).
+ * Exit codes: 0 ok, 1 error (one line "smallkv: <message>" on stderr), 2 bad arguments
+ * (a one-line reason and the subcommand's usage on stderr). */
+#ifndef SKV_CLI_H
+#define SKV_CLI_H
+#include <stdbool.h>
+#include "../model.h"
+
+enum { CLI_OK = 0, CLI_ERR = 1, CLI_USAGE = 2 };
+
+int cmd_info(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_ppl(int argc, char **argv);
+
+/* Argument helpers: parse argv[*i + 1] as the value of option argv[*i] (advancing *i);
+ * on a missing or bad value print the reason to stderr and return false. */
+bool cli_int(int argc, char **argv, int *i, long lo, long hi, int *out);
+bool cli_float(int argc, char **argv, int *i, double lo, double hi, float *out);
+bool cli_str(int argc, char **argv, int *i, const char **out);
+bool cli_is_help(const char *a);
+/* Print a usage error: "smallkv CMD: reason" + usage; returns CLI_USAGE. */
+int cli_usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "smallkv: <skv_last_error()>" (with an optional context prefix); returns CLI_ERR. */
+int cli_fail(const char *context);
+/* omp_set_num_threads(n) when n > 0 (default: all cores). */
+void cli_set_threads(int n);
+/* Load a model and report a failure; NULL on error (message already printed). */
+skv_model *cli_load(const char *path);
+
+#endif

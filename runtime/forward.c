@@ -1,0 +1,203 @@
+/* forward.c: the Llama/Qwen2 decoder forward pass (prefill blocks and single-token decode)
+ * over a contiguous fp16/fp32 KV cache. Reads top to bottom like llama2.c's forward():
+ *
+ *   tokens (T) -> x (T, C) embeddings
+ *   per layer l:
+ *     xb  = rmsnorm(x) * attn_norm                         (T, C)
+ *     q   = xb Wq^T (+bq)   kx = xb Wk^T (+bk)   vx = xb Wv^T (+bv)
+ *                                                          (T, H, d) (T, Hkv, d) (T, Hkv, d)
+ *     rope(q), rope(kx) at positions n_past .. n_past+T-1
+ *     K[l], V[l] (Hkv, S_cap, d) <- kx, vx at rows n_past ..
+ *     att = attention(q, K[l], V[l])                       (T, H, d)
+ *     x  += att Wo^T                                       (T, C)
+ *     xb  = rmsnorm(x) * ffn_norm
+ *     hb  = silu(xb Wgate^T) * (xb Wup^T)                  (T, F)
+ *     x  += hb Wdown^T
+ *   xb = rmsnorm(x) * out_norm; logits = xb Woutput^T      (1 or T, vocab)
+ * Every buffer lives in skv_state, allocated once in skv_state_new. */
+#include "forward.h"
+#include "util.h"
+#include "../kernels/cpu/attention.h"
+#include "../kernels/cpu/matmul.h"
+#include "../kernels/cpu/ops.h"
+#include <stdlib.h>
+#include <string.h>
+
+static float *falloc(size_t rows, size_t cols, const char *what, bool *ok) {
+    size_t n;
+    if (!*ok) return NULL;
+    if (!skv_mul_ok(rows, cols, &n) || !skv_mul_ok(n, sizeof(float), &n)) {
+        skv_error("skv_state_new: size of %s overflows", what);
+        *ok = false;
+        return NULL;
+    }
+    float *p = skv_aligned_alloc(n ? n : 64, what);
+    if (!p) *ok = false;
+    return p;
+}
+
+skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16) {
+    if (!m || S_cap < 1 || T_max < 1) {
+        skv_error("skv_state_new: bad arguments (S_cap %d, T_max %d)", S_cap, T_max);
+        return NULL;
+    }
+    if (T_max > S_cap) T_max = S_cap;
+    const skv_config *c = &m->cfg;
+    skv_state *s = skv_calloc(1, sizeof *s, "forward state");
+    if (!s) return NULL;
+    s->m = m;
+    s->S_cap = S_cap;
+    s->T_max = T_max;
+    s->kv_f16 = kv_f16;
+    const size_t C = c->dim, Q = (size_t)c->n_head * c->head_dim, KV = (size_t)c->n_kv_head * c->head_dim,
+                 F = c->ffn_dim, T = T_max;
+    bool ok = true;
+    s->x = falloc(T, C, "activations x", &ok);
+    s->xb = falloc(T, C > Q ? C : Q, "activations xb", &ok);
+    s->q = falloc(T, Q, "queries", &ok);
+    s->kx = falloc(T, KV, "keys", &ok);
+    s->vx = falloc(T, KV, "values", &ok);
+    s->att = falloc(T, Q, "attention output", &ok);
+    s->hb = falloc(T, F, "ffn hidden", &ok);
+    s->hb2 = falloc(T, F, "ffn hidden 2", &ok);
+    s->logits = falloc(T, (size_t)c->vocab, "logits", &ok);
+    if (ok) s->pos = skv_malloc(T * sizeof(int), "positions");
+    if (!s->pos) ok = false;
+    if (ok) {
+        s->k = skv_calloc((size_t)c->n_layer, sizeof(void *), "kv cache table");
+        s->v = skv_calloc((size_t)c->n_layer, sizeof(void *), "kv cache table");
+        ok = s->k && s->v;
+    }
+    size_t per = 0;
+    if (ok && (!skv_mul_ok(KV, (size_t)S_cap, &per) || !skv_mul_ok(per, kv_f16 ? 2 : 4, &per))) {
+        skv_error("skv_state_new: KV cache size overflows (S_cap %d)", S_cap);
+        ok = false;
+    }
+    for (int l = 0; ok && l < c->n_layer; l++) {
+        s->k[l] = skv_aligned_alloc(per, "kv cache (K)");
+        s->v[l] = skv_aligned_alloc(per, "kv cache (V)");
+        ok = s->k[l] && s->v[l];
+    }
+    if (!ok) {
+        skv_error_prefix("skv_state_new (S_cap %d, T_max %d)", S_cap, T_max);
+        skv_state_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void skv_state_free(skv_state *s) {
+    if (!s) return;
+    if (s->k)
+        for (int l = 0; l < s->m->cfg.n_layer; l++) free(s->k[l]);
+    if (s->v)
+        for (int l = 0; l < s->m->cfg.n_layer; l++) free(s->v[l]);
+    free(s->k); free(s->v);
+    free(s->x); free(s->xb); free(s->q); free(s->kx); free(s->vx); free(s->att);
+    free(s->hb); free(s->hb2); free(s->logits); free(s->pos);
+    free(s);
+}
+
+void skv_state_reset(skv_state *s) { s->n_past = 0; }
+
+/* y (T, n) += b (n) */
+static void add_bias(float *y, const skv_weight *b, int T, int n) {
+    const float *bb = b->data;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < n; i++) y[(size_t)t * n + i] += bb[i];
+}
+
+/* x (n) += y (n) */
+static void add_into(float *x, const float *y, size_t n) {
+    #pragma omp parallel for simd if (n > 65536) schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* Copy the rotated keys / values of this block, (T, Hkv, d), into one layer's cache
+ * (Hkv, S_cap, d) at rows pos0 .. pos0+T-1. */
+static void cache_write(void *cache, const float *src, int T, int Hkv, int d, int S_cap, int pos0, bool f16) {
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < Hkv; h++) {
+            const float *in = src + ((size_t)t * Hkv + h) * d;
+            size_t off = ((size_t)h * S_cap + pos0 + t) * d;
+            if (f16) {
+                uint16_t *o = (uint16_t *)cache + off;
+                for (int i = 0; i < d; i++) o[i] = skv_f32_to_f16(in[i]);
+            } else {
+                memcpy((float *)cache + off, in, (size_t)d * sizeof(float));
+            }
+        }
+}
+
+int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts) {
+    const skv_model *m = s->m;
+    const skv_config *c = &m->cfg;
+    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, F = c->ffn_dim;
+    const int Q = H * d, KV = Hkv * d;
+    skv_fwd_opts none = {0};
+    if (!opts) opts = &none;
+    if (T < 1 || T > s->T_max)
+        return skv_error("skv_forward: block of %d tokens (allowed 1 .. %d)", T, s->T_max);
+    if (s->n_past + T > s->S_cap)
+        return skv_error("skv_forward: KV cache full (%d + %d tokens > capacity %d)", s->n_past, T, s->S_cap);
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab)
+            return skv_error("skv_forward: token id %d out of range (vocab %d)", tokens[t], c->vocab);
+    int n_layers = opts->n_layers > 0 && opts->n_layers < c->n_layer ? opts->n_layers : c->n_layer;
+    const int pos0 = s->n_past;
+
+    /* embeddings: x (T, C) */
+    #pragma omp parallel for if (T > 4)
+    for (int t = 0; t < T; t++) skv_weight_row(&m->tok_embd, tokens[t], s->x + (size_t)t * C);
+    for (int t = 0; t < T; t++) s->pos[t] = pos0 + t;
+
+    for (int l = 0; l < n_layers; l++) {
+        const skv_layer *L = &m->layers[l];
+        /* attention block */
+        skv_rmsnorm(s->xb, s->x, L->attn_norm.data, T, C, c->norm_eps);
+        skv_matmul(s->q, s->xb, &L->wq, T);    /* (T, H*d) */
+        skv_matmul(s->kx, s->xb, &L->wk, T);   /* (T, Hkv*d) */
+        skv_matmul(s->vx, s->xb, &L->wv, T);   /* (T, Hkv*d) */
+        if (L->bq.data) {
+            add_bias(s->q, &L->bq, T, Q);
+            add_bias(s->kx, &L->bk, T, KV);
+            add_bias(s->vx, &L->bv, T, KV);
+        }
+        skv_rope(s->q, s->pos, T, H, d, c->rope_theta, c->rope_mode);
+        skv_rope(s->kx, s->pos, T, Hkv, d, c->rope_theta, c->rope_mode);
+        if (opts->attn) {
+            /* the compressed-cache runtime owns the K/V storage (forward.h) */
+            if (opts->attn(opts->attn_ctx, l, s->q, s->kx, s->vx, pos0, T, s->att) != 0) return -1;
+        } else {
+            cache_write(s->k[l], s->kx, T, Hkv, d, s->S_cap, pos0, s->kv_f16);
+            cache_write(s->v[l], s->vx, T, Hkv, d, s->S_cap, pos0, s->kv_f16);
+            skv_attn_args a = {
+                .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                .colsum = opts->colsum ? opts->colsum[l] : NULL,
+                .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
+            };
+            skv_attention(s->att, s->q, s->k[l], s->v[l], &a);   /* (T, H*d) */
+        }
+        skv_matmul(s->xb, s->att, &L->wo, T);                /* (T, C) */
+        add_into(s->x, s->xb, (size_t)T * C);
+        /* MLP block */
+        skv_rmsnorm(s->xb, s->x, L->ffn_norm.data, T, C, c->norm_eps);
+        skv_matmul(s->hb, s->xb, &L->w_gate, T);             /* (T, F) */
+        skv_matmul(s->hb2, s->xb, &L->w_up, T);              /* (T, F) */
+        skv_swiglu(s->hb, s->hb, s->hb2, T * F);
+        skv_matmul(s->xb, s->hb, &L->w_down, T);             /* (T, C) */
+        add_into(s->x, s->xb, (size_t)T * C);
+    }
+    s->n_past += T;
+    if (n_layers < c->n_layer || opts->logits == SKV_LOGITS_NONE) return 0;
+
+    /* final norm and LM head, only for the rows asked for */
+    if (opts->logits == SKV_LOGITS_LAST) {
+        skv_rmsnorm(s->xb, s->x + (size_t)(T - 1) * C, m->out_norm.data, 1, C, c->norm_eps);
+        skv_matmul(s->logits, s->xb, &m->output, 1);
+    } else {
+        skv_rmsnorm(s->xb, s->x, m->out_norm.data, T, C, c->norm_eps);
+        skv_matmul(s->logits, s->xb, &m->output, T);
+    }
+    return 0;
+}
