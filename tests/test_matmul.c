@@ -106,11 +106,12 @@ static void test_matmul_odd_shapes(void **state) {
  * dequantised activation (isolates the kernel from activation quantisation error). */
 static void test_vecdot_exact(void **state) {
     (void)state;
-    const int64_t n = 1024;
-    for (int ti = 0; ti < NTYPES; ti++) {
-        int type = types[ti];
+    for (int ti = 0; ti < 2 * NTYPES; ti++) {
+        int type = types[ti % NTYPES];
+        /* second pass: an odd number of blocks (the 2-blocks-per-step kernels' tail) */
+        const int64_t n = ti < NTYPES ? 1024 : skv_type_block(type) >= 256 ? 768 : 992 + (type == SKV_F32 ? 5 : 0);
         skv_weight W = make_weight(type, 3, n);
-        float x[1024], xh[1024], w[1024];
+        float x[1024], xh[1024], w[1024];   /* n <= 1024 */
         for (int i = 0; i < n; i++) x[i] = frand() * (i % 5 == 0 ? 3.0f : 1.0f);
         uint8_t act[8192] __attribute__((aligned(32)));
         assert_true(skv_vec_act_bytes(type, n) <= sizeof act);

@@ -9,11 +9,13 @@
  *       too when there are few panels). For each KC-wide slice of the panel the 16 rows
  *       are dequantised once into a packed (KC, 16) float panel, then a 6x16 register-
  *       blocked FMA micro-kernel runs over all T rows of x: 12 accumulators, 2 panel loads
- *       and 6 broadcasts per k.
+ *       and 6 broadcasts per k. Panel rows are dequantised with skv_dequant_row_avx2
+ *       (bit-exact with the scalar skv_dequant_row) and transposed 8x8 in registers.
  * SKV_MATMUL_REF=1 in the environment (or skv_matmul_set_ref(1)) routes skv_matmul to
  * the reference. */
 #include "matmul.h"
 #include "vecdot.h"
+#include "dequant.h"
 #include "../../runtime/util.h"
 #include <immintrin.h>
 #include <stdlib.h>
@@ -24,15 +26,19 @@
 #define MR 6           /* x rows per micro-kernel tile */
 #define KC 256         /* k slice: a multiple of every block size */
 
-/* Smallest T that takes the GEMM path. Panel dequantisation uses the scalar
- * skv_dequant_row (1-3 ns per weight), so for quantised types the per-row integer GEMV
- * wins until T is a few dozen (measured crossover, 1 thread: Q4_1 ~24, Q5_0 ~64, Q6_K ~128). */
+/* Smallest T that takes the GEMM path. Panels are dequantised with the AVX2
+ * dequantisers (dequant.h, ~0.1-0.3 ns per weight), so the crossover is where T integer
+ * dots per weight cost more than the float micro-kernel. Measured (1 thread, 1536x1536,
+ * GEMV time / GEMM time = 1): F32/F16 ~5, BF16 ~2, Q5_0/Q6_K ~6, Q5_1 ~8, Q4_0/Q4_1/Q8_0
+ * ~12, Q5_K ~16, Q4_K ~32 (its decode dot is the fastest per weight). */
 int skv_matmul_gemm_min_t(int type) {
     switch (type) {
-    case SKV_F32: case SKV_F16: case SKV_BF16: return 4;
-    case SKV_Q4_K: case SKV_Q5_K: case SKV_Q6_K: return 128;
-    case SKV_Q5_0: case SKV_Q5_1: return 64;
-    default: return 32;
+    case SKV_F32: case SKV_F16: return 4;
+    case SKV_BF16: return 2;
+    case SKV_Q5_0: case SKV_Q5_1: case SKV_Q6_K: return 8;
+    case SKV_Q5_K: return 16;
+    case SKV_Q4_K: return 32;
+    default: return 12;   /* Q4_0, Q4_1, Q8_0 */
     }
 }
 
@@ -74,7 +80,7 @@ void skv_matmul_ref(float *y, const float *x, const skv_weight *W, int T) {
 
 void skv_weight_row(const skv_weight *W, int64_t row, float *out) {
     const size_t rb = skv_row_bytes(W->type, W->cols);
-    skv_dequant_row(W->type, (const uint8_t *)W->data + (size_t)row * rb, out, W->cols);
+    skv_dequant_row_avx2(W->type, (const uint8_t *)W->data + (size_t)row * rb, out, W->cols);
 }
 
 /* ---------------- decode GEMV ---------------- */
@@ -138,6 +144,39 @@ static void tile_any(int mr, int kc, const float *x, int64_t ldx, const float *w
     }
 }
 
+/* Transpose 8 rows (8 floats each, stride ld) into 8 columns of the packed panel. */
+static inline void transpose8(float *dst, const float *src, int ld) {
+    __m256 r0 = _mm256_load_ps(src), r1 = _mm256_load_ps(src + ld), r2 = _mm256_load_ps(src + 2 * ld),
+           r3 = _mm256_load_ps(src + 3 * ld), r4 = _mm256_load_ps(src + 4 * ld), r5 = _mm256_load_ps(src + 5 * ld),
+           r6 = _mm256_load_ps(src + 6 * ld), r7 = _mm256_load_ps(src + 7 * ld);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    _mm256_store_ps(dst + 0 * NR, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_store_ps(dst + 1 * NR, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_store_ps(dst + 2 * NR, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_store_ps(dst + 3 * NR, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_store_ps(dst + 4 * NR, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_store_ps(dst + 5 * NR, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_store_ps(dst + 6 * NR, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_store_ps(dst + 7 * NR, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* wp (kc, NR) = tmp (NR, kc)^T; kc is a multiple of 8 on the vector part. */
+static void pack_panel(float *wp, float tmp[NR][KC], int kc) {
+    int k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        transpose8(wp + (size_t)k * NR, &tmp[0][k], KC);
+        transpose8(wp + (size_t)k * NR + 8, &tmp[8][k], KC);
+    }
+    for (; k < kc; k++)
+        for (int i = 0; i < NR; i++) wp[k * NR + i] = tmp[i][k];
+}
+
 static void gemm(float *y, const float *x, const skv_weight *W, int T) {
     const int64_t rows = W->rows, cols = W->cols;
     const size_t rb = skv_row_bytes(W->type, cols);
@@ -165,11 +204,9 @@ static void gemm(float *y, const float *x, const skv_weight *W, int T) {
                 const int kc = (int)(cols - k0 < KC ? cols - k0 : KC);
                 const size_t koff = skv_row_bytes(W->type, k0);
                 for (int64_t i = 0; i < nr; i++)
-                    skv_dequant_row(W->type, base + (size_t)(r0 + i) * rb + koff, tmp[i], kc);
-                for (int k = 0; k < kc; k++) {
-                    for (int64_t i = 0; i < nr; i++) wp[k * NR + i] = tmp[i][k];
-                    for (int64_t i = nr; i < NR; i++) wp[k * NR + i] = 0.0f;
-                }
+                    skv_dequant_row_avx2(W->type, base + (size_t)(r0 + i) * rb + koff, tmp[i], kc);
+                for (int64_t i = nr; i < NR; i++) memset(tmp[i], 0, sizeof(float) * (size_t)kc);
+                pack_panel(wp, tmp, kc);
                 for (int64_t t = t0; t < t1; t += MR) {
                     const int mr = (int)(t1 - t < MR ? t1 - t : MR);
                     tile_any(mr, kc, x + (size_t)t * cols + k0, cols, wp, out);

@@ -12,7 +12,7 @@
 void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n) {
     const __m256 signbit = _mm256_set1_ps(-0.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const int rm = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    enum { rm = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC };   /* a constant expression for clang too */
     for (int64_t b = 0; b < n / QK_K; b++) {
         const float *xb = x + b * QK_K;
         __m256 m = _mm256_setzero_ps();
@@ -42,17 +42,28 @@ void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n) {
  *   j >= 4: sc = (q[j+4] & 15) | (q[j-4] >> 6) << 4, m = (q[j+4] >> 4) | (q[j] >> 6) << 4
  * dot_q45_K unpacks all 16 at once with 32-bit masks. */
 
-/* Shared body of Q4_K / Q5_K: qh == NULL for Q4_K. */
+/* Shared body of Q4_K / Q5_K: qh == NULL for Q4_K.
+ * Per super-block: the 8 scales (as int16) are broadcast to both 128-bit lanes once and
+ * each sub-block's scale is picked with one byte shuffle; the mins term
+ * sum_j m_j * bsums stays a vector (madd, convert, FMA with -dmin*dy) so there is no
+ * horizontal sum per super-block; one float FMA folds the integer sum. */
 static inline float dot_q45_K(int64_t n, const uint8_t *d16, const uint8_t *scales, const uint8_t *qh,
                               const uint8_t *qs, size_t stride, const block_q8_K *y) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps();
-    float accm = 0.0f;
+    /* shuffle controls: sub-block 2j's scale (int16 lane 2j) in every int16 of the vector, and 2j+1's */
+    static const uint8_t pick[8][32] __attribute__((aligned(32))) = {
+#define P(k) { 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, \
+               2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, \
+               2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1 }
+        P(0), P(1), P(2), P(3), P(4), P(5), P(6), P(7)
+#undef P
+    };
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const uint8_t *blk = d16 + i * stride;
-        uint16_t dh, dmh;
-        __builtin_memcpy(&dh, blk, 2);
-        __builtin_memcpy(&dmh, blk + 2, 2);
+        uint32_t dd;
+        __builtin_memcpy(&dd, blk, 4);
+        const __m128 dv = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(y[i].d)); /* d*dy, dmin*dy */
         const uint8_t *sc8 = scales + i * stride, *q = qs + i * stride;
         const int8_t *qy = y[i].qs;
         /* unpack the 12 scale bytes into sc[0..7] (bytes 0..7) and mins (bytes 8..15) */
@@ -63,11 +74,13 @@ static inline float dot_q45_K(int64_t n, const uint8_t *d16, const uint8_t *scal
         u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
         u[2] = mlo;
         u[0] &= 0x3f3f3f3fu;
-        const uint8_t *sc = (const uint8_t *)u;
-        /* sum_j m_j * (bsums[2j] + bsums[2j+1]) */
-        __m128i m8 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8)));
+        const __m128i sm16 = _mm_loadu_si128((const __m128i *)u);
+        /* mins: m_j paired with bsums[2j], bsums[2j+1] */
+        __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm16, 8));
         __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
-        int msum = skv_hsum8i(_mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)y[i].bsums)));
+        __m256i mprod = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)y[i].bsums));
+        accm = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dv)), _mm256_cvtepi32_ps(mprod), accm);
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm16));
         __m256i hb = qh ? _mm256_loadu_si256((const __m256i *)(qh + i * stride)) : _mm256_setzero_si256();
         __m256i sumi = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
@@ -80,17 +93,17 @@ static inline float dot_q45_K(int64_t n, const uint8_t *d16, const uint8_t *scal
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(bl, 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(bh, 4));
             }
+            __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)pick[2 * j]));
+            __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)pick[2 * j + 1]));
             __m256i y0 = _mm256_loadu_si256((const __m256i *)(qy + 64 * j));
             __m256i y1 = _mm256_loadu_si256((const __m256i *)(qy + 64 * j + 32));
-            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16((short)sc[2 * j]));
-            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16((short)sc[2 * j + 1]));
+            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
+            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
         }
-        float d = skv_h2f(dh) * y[i].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        accm += skv_h2f(dmh) * y[i].d * (float)msum;
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dv), _mm256_cvtepi32_ps(sumi), acc);
     }
-    return skv_hsum8(acc) - accm;
+    return skv_hsum8(_mm256_sub_ps(acc, accm));
 }
 
 float skv_vec_dot_q4_K(int64_t n, const void *w, const void *xa) {

@@ -7,7 +7,9 @@
  *   Q5_0: dw*dy*sum(q*qy) - 16*dw*sy      (q = nibble | highbit<<4, 0..31)
  *   Q5_1: dw*dy*sum(q*qy) + m*sy
  *   Q8_0: dw*dy*sum(q*qy)                 (signed: |q| . sign(qy, q))
- * The integer sum is one maddubs(u8, s8) -> madd(ones) per 32 weights. */
+ * The integer sum is one maddubs(u8, s8) -> madd(ones) per 32 weights. The four nibble
+ * types share DOT32_BODY: two blocks per step, their scale products computed in one
+ * 4-lane multiply, float vector accumulators, one horizontal sum per row. */
 #include "vecdot.h"
 
 /* ---- activation quantiser: x (n) -> n/32 skv_q8a blocks, d = amax/127 ---- */
@@ -26,7 +28,7 @@ void skv_quant_q8a(const float *x, skv_q8a *dst, int64_t n) {
         float amax = _mm_cvtss_f32(h);
         float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
         __m256 vid = _mm256_set1_ps(id);
-        const int rm = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        enum { rm = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC };   /* a constant expression for clang too */
         __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), rm));
         __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), rm));
         __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), rm));
@@ -65,105 +67,72 @@ static inline __m256 dot_u8s8(__m256i w, __m256i y) {
     return _mm256_cvtepi32_ps(p);
 }
 
-float skv_vec_dot_q4_0(int64_t n, const void *w, const void *xa) {
-    const block_q4_0 *b = w;
-    const skv_q8a *y = xa;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float c0 = 0.0f, c1 = 0.0f;
-    int64_t nb = n / 32, i = 0;
-    for (; i + 1 < nb; i += 2) {
-        float dw0 = skv_h2f(b[i].d);
-        __m256 p0 = dot_u8s8(unpack_nibbles(b[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
-        c0 += dw0 * y[i].s;
-        float dw1 = skv_h2f(b[i + 1].d);
-        __m256 p1 = dot_u8s8(unpack_nibbles(b[i + 1].qs), _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * y[i + 1].d), p1, acc1);
-        c1 += dw1 * y[i + 1].s;
-    }
-    for (; i < nb; i++) {
-        float dw0 = skv_h2f(b[i].d);
-        __m256 p0 = dot_u8s8(unpack_nibbles(b[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
-        c0 += dw0 * y[i].s;
-    }
-    return skv_hsum8(_mm256_add_ps(acc0, acc1)) - 8.0f * (c0 + c1);
+/* ---- per-pair scale arithmetic, vectorised ----
+ * Two blocks per step: their fp16 scales go through one F16C convert and one multiply
+ * with the activations' (d, s) pairs, giving (dw0*dy0, c0, dw1*dy1, c1) where c is the
+ * block's offset term (m*s for Q4_1/Q5_1, dw*s for Q4_0/Q5_0). The c lanes accumulate
+ * in a vector and are summed once at the end; the dw*dy lanes are broadcast to scale
+ * the block's 8 integer partial sums (no horizontal sum per block). */
+
+/* (dy0, s0, dy1, s1) of activation blocks y0, y1 */
+static inline __m128 act_pair(const skv_q8a *y0, const skv_q8a *y1) {
+    __m128d lo = _mm_load_sd((const double *)(const void *)&y0->d);
+    return _mm_castpd_ps(_mm_loadh_pd(lo, (const double *)(const void *)&y1->d));
+}
+/* the first 4 bytes of two blocks (fp16 d, m) -> (d0, m0, d1, m1) */
+static inline __m128 half2_pair(const void *b0, const void *b1) {
+    uint32_t u0, u1;
+    __builtin_memcpy(&u0, b0, 4);
+    __builtin_memcpy(&u1, b1, 4);
+    return _mm_cvtph_ps(_mm_set_epi32(0, 0, (int)u1, (int)u0));
+}
+/* the fp16 d of two blocks -> (d0, d0, d1, d1); the 2 bytes after d are loaded with it
+ * (every block has them) and dropped by the duplicate */
+static inline __m128 half1_pair(const void *b0, const void *b1) {
+    return _mm_moveldup_ps(half2_pair(b0, b1));
+}
+static inline __m256 bcast_lane0(__m128 f) { return _mm256_broadcastss_ps(f); }
+static inline __m256 bcast_lane2(__m128 f) {
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_set1_epi32(2));
 }
 
-float skv_vec_dot_q4_1(int64_t n, const void *w, const void *xa) {
-    const block_q4_1 *b = w;
-    const skv_q8a *y = xa;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float c0 = 0.0f, c1 = 0.0f;
-    int64_t nb = n / 32, i = 0;
-    for (; i + 1 < nb; i += 2) {
-        float dw0 = skv_h2f(b[i].d), m0 = skv_h2f(b[i].m);
-        __m256 p0 = dot_u8s8(unpack_nibbles(b[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
-        c0 += m0 * y[i].s;
-        float dw1 = skv_h2f(b[i + 1].d), m1 = skv_h2f(b[i + 1].m);
-        __m256 p1 = dot_u8s8(unpack_nibbles(b[i + 1].qs), _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * y[i + 1].d), p1, acc1);
-        c1 += m1 * y[i + 1].s;
-    }
-    for (; i < nb; i++) {
-        float dw0 = skv_h2f(b[i].d), m0 = skv_h2f(b[i].m);
-        __m256 p0 = dot_u8s8(unpack_nibbles(b[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
-        c0 += m0 * y[i].s;
-    }
-    return skv_hsum8(_mm256_add_ps(acc0, acc1)) + (c0 + c1);
-}
+/* Body shared by the four 32-wide nibble types. WQ(i) yields block i's 32 unsigned
+ * quants; SC(i0, i1) the scale pair vector for blocks i0, i1; the result is
+ * sum(dw*dy*sum(q*qy)) + OFF * sum(c). */
+#define DOT32_BODY(BT, WQ, SC, OFF)                                                          \
+    const BT *b = w;                                                                       \
+    const skv_q8a *y = xa;                                                                 \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                         \
+    __m128 accc = _mm_setzero_ps();                                                        \
+    const int64_t nb = n / 32;                                                             \
+    int64_t i = 0;                                                                         \
+    for (; i + 1 < nb; i += 2) {                                                           \
+        __m128 f = _mm_mul_ps(SC(i, i + 1), act_pair(y + i, y + i + 1));                                     \
+        accc = _mm_add_ps(accc, f);                                                        \
+        __m256 p0 = dot_u8s8(WQ(i), _mm256_loadu_si256((const __m256i *)y[i].qs));         \
+        __m256 p1 = dot_u8s8(WQ(i + 1), _mm256_loadu_si256((const __m256i *)y[i + 1].qs)); \
+        acc0 = _mm256_fmadd_ps(bcast_lane0(f), p0, acc0);                                  \
+        acc1 = _mm256_fmadd_ps(bcast_lane2(f), p1, acc1);                                  \
+    }                                                                                      \
+    float c = _mm_cvtss_f32(_mm_shuffle_ps(accc, accc, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(accc, accc, 3)); \
+    float s = skv_hsum8(_mm256_add_ps(acc0, acc1));                                        \
+    if (i < nb) { /* odd block count: the last block alone */                              \
+        __m128 f = _mm_mul_ps(SC(i, i), act_pair(y + i, y + i));                           \
+        s += _mm_cvtss_f32(f) *                                                            \
+             skv_hsum8(dot_u8s8(WQ(i), _mm256_loadu_si256((const __m256i *)y[i].qs)));     \
+        c += _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3));                                       \
+    }                                                                                      \
+    return s + (OFF) * c;
 
-float skv_vec_dot_q5_0(int64_t n, const void *w, const void *xa) {
-    const block_q5_0 *b = w;
-    const skv_q8a *y = xa;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float c0 = 0.0f, c1 = 0.0f;
-    int64_t nb = n / 32, i = 0;
-    for (; i + 1 < nb; i += 2) {
-        float dw0 = skv_h2f(b[i].d);
-        __m256 p0 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i].qs), unpack_highbits(b[i].qh)), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
-        c0 += dw0 * y[i].s;
-        float dw1 = skv_h2f(b[i + 1].d);
-        __m256 p1 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i + 1].qs), unpack_highbits(b[i + 1].qh)), _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * y[i + 1].d), p1, acc1);
-        c1 += dw1 * y[i + 1].s;
-    }
-    for (; i < nb; i++) {
-        float dw0 = skv_h2f(b[i].d);
-        __m256 p0 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i].qs), unpack_highbits(b[i].qh)), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
-        c0 += dw0 * y[i].s;
-    }
-    return skv_hsum8(_mm256_add_ps(acc0, acc1)) - 16.0f * (c0 + c1);
-}
+#define Q4_WQ(i) unpack_nibbles(b[i].qs)
+#define Q5_WQ(i) _mm256_or_si256(unpack_nibbles(b[i].qs), unpack_highbits(b[i].qh))
+#define SC_D(i0, i1) half1_pair(&b[i0].d, &b[i1].d)
+#define SC_DM(i0, i1) half2_pair(&b[i0].d, &b[i1].d)
 
-float skv_vec_dot_q5_1(int64_t n, const void *w, const void *xa) {
-    const block_q5_1 *b = w;
-    const skv_q8a *y = xa;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    float c0 = 0.0f, c1 = 0.0f;
-    int64_t nb = n / 32, i = 0;
-    for (; i + 1 < nb; i += 2) {
-        float dw0 = skv_h2f(b[i].d), m0 = skv_h2f(b[i].m);
-        __m256 p0 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i].qs), unpack_highbits(b[i].qh)), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
-        c0 += m0 * y[i].s;
-        float dw1 = skv_h2f(b[i + 1].d), m1 = skv_h2f(b[i + 1].m);
-        __m256 p1 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i + 1].qs), unpack_highbits(b[i + 1].qh)), _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * y[i + 1].d), p1, acc1);
-        c1 += m1 * y[i + 1].s;
-    }
-    for (; i < nb; i++) {
-        float dw0 = skv_h2f(b[i].d), m0 = skv_h2f(b[i].m);
-        __m256 p0 = dot_u8s8(_mm256_or_si256(unpack_nibbles(b[i].qs), unpack_highbits(b[i].qh)), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * y[i].d), p0, acc0);
-        c0 += m0 * y[i].s;
-    }
-    return skv_hsum8(_mm256_add_ps(acc0, acc1)) + (c0 + c1);
-}
+float skv_vec_dot_q4_0(int64_t n, const void *w, const void *xa) { DOT32_BODY(block_q4_0, Q4_WQ, SC_D, -8.0f) }
+float skv_vec_dot_q4_1(int64_t n, const void *w, const void *xa) { DOT32_BODY(block_q4_1, Q4_WQ, SC_DM, 1.0f) }
+float skv_vec_dot_q5_0(int64_t n, const void *w, const void *xa) { DOT32_BODY(block_q5_0, Q5_WQ, SC_D, -16.0f) }
+float skv_vec_dot_q5_1(int64_t n, const void *w, const void *xa) { DOT32_BODY(block_q5_1, Q5_WQ, SC_DM, 1.0f) }
 
 float skv_vec_dot_q8_0(int64_t n, const void *w, const void *xa) {
     const block_q8_0 *b = w;
