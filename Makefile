@@ -43,6 +43,13 @@ endif
 TOOL_SRC := runtime/cli/smallkv.c $(wildcard calibrate/calibrate.c) $(wildcard mapgen/mapgen.c) \
             $(wildcard bench/bench.c)
 TOOLS    := $(foreach s,$(TOOL_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
+# MPI=1: also build calibrate-mpi (calibrate/calibrate.c with SKV_MPI, compiled and linked
+# with mpicc): MPI ranks run shards and reduce their fixed-point sums to rank 0.
+MPI     ?= 0
+MPICC   ?= mpicc
+ifeq ($(MPI),1)
+TOOLS    += $(BUILD)/bin/calibrate-mpi
+endif
 CLI_SRC  := $(filter-out runtime/cli/smallkv.c,$(wildcard runtime/cli/*.c))
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 
@@ -73,10 +80,23 @@ $(BUILD)/bin/smallkv: $(BUILD)/runtime/cli/smallkv.o $(CLI_OBJ) $(LIB)
 $(BUILD)/bin/%: $(BUILD)/calibrate/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/calibrate/calibrate-mpi.o: calibrate/calibrate.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -DSKV_MPI -c $< -o $@
+$(BUILD)/bin/calibrate-mpi: $(BUILD)/calibrate/calibrate-mpi.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 $(BUILD)/bin/%: $(BUILD)/mapgen/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 $(BUILD)/bin/%: $(BUILD)/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# examples/*.c: programs written against the public header include/smallkv.h only
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/bin/%,$(wildcard examples/*.c))
+all: $(EXAMPLES)
+$(BUILD)/bin/%: $(BUILD)/examples/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -105,8 +125,9 @@ models:
 models-test:
 	scripts/fetch-models.sh test
 
+# BENCH=quick: shorter runs and a 1024-token pair context; BENCH=pair: only the pair rows
 bench: all
-	$(BUILD)/bin/bench
+	$(BUILD)/bin/bench $(if $(filter quick,$(BENCH)),--quick,) $(if $(filter pair,$(BENCH)),--pair-only,)
 
 clean:
 	rm -rf build build-san build-cuda build-san-cuda
@@ -123,7 +144,8 @@ FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -O1 -g -fopenmp -mavx2 -mfma -mf16c -MMD -MP \
                 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
                 $(shell pkg-config --cflags libcjson 2>/dev/null)
-FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(TEST_SUP:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_LIB     := $(FUZZ_BUILD)/libsmallkv.a
+FUZZ_LIB_OBJ := $(TEST_SUP:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_LIB)
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
 .PHONY: fuzz fuzz-build fuzz-seeds valgrind
@@ -134,6 +156,9 @@ fuzz: fuzz-build
 $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_LIB): $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+	@rm -f $@
+	ar rcs $@ $^
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
 
