@@ -110,6 +110,7 @@ test: all
 # The README's two commands. `check`: install, fetch the test model, build, run the tests.
 check: deps
 	scripts/fetch-models.sh test
+	$(MAKE) -j$(shell nproc) all
 	$(MAKE) test
 # `run`: install, fetch the default models, build, run the main job on them.
 run: deps
