@@ -12,8 +12,22 @@
  *   bytes/token  weights read per step (all layer matrices + norms + LM head, one embedding
  *                row) + KV read (2 x L x Hkv x d x 2 bytes x S)
  *   bound        BW / bytes per token; decode % = measured / bound.
- * Usage: bench [--threads N] [--models DIR] [--quick] */
+ * Pair rows (issue 4), when models/qwen2.5-coder-{0.5b,1.5b}.gguf exist (LLM 1.5B, SLM 0.5B),
+ * at a context of S = 4096 tokens (1024 with --quick), all with SYNTHETIC caches (zeroed
+ * K/V of S tokens: the arithmetic and memory traffic do not depend on the values; a real
+ * 4096-token prefill of the 1.5B model takes minutes on 2 cores):
+ *   attention vs hot set  the compensated attention kernel (skv_compensate) of one decode
+ *                         step over all LLM layers and KV heads with a hot set of 10/20/40/
+ *                         100% of S, and its share of a full-cache LLM decode step;
+ *   SLM share             one SLM step to the profile's depth (all layers without a profile)
+ *                         vs an LLM step at 20% (estimated: full step - full attention +
+ *                         attention at 20%); share = SLM / (SLM + LLM@20%);
+ *   batched decode        skv_forward_batch of the LLM at batch 1, 4, 8 (plain states, full
+ *                         synthetic cache of S tokens each): aggregate tokens/s.
+ * Usage: bench [--threads N] [--models DIR] [--quick] [--pair-only] */
+#include "../kernels/cpu/compensate.h"
 #include "../runtime/forward.h"
+#include "../runtime/profile.h"
 #include "../runtime/model.h"
 #include "../runtime/util.h"
 #include <dirent.h>
@@ -87,16 +101,133 @@ static double decode_speed(skv_state *s, int steps) {
     return steps / (skv_now() - t0);
 }
 
+/* seconds per call of one decode step's compensated attention over all LLM lanes */
+static double attn_time(const skv_model *m, int n_hot, int reps) {
+    const skv_config *c = &m->cfg;
+    const int g = c->n_head / c->n_kv_head, d = c->head_dim;
+    uint16_t *K = skv_calloc((size_t)n_hot * d, 2, "bench K"), *V = skv_calloc((size_t)n_hot * d, 2, "bench V");
+    float *q = skv_calloc((size_t)g * d, sizeof(float), "bench q"), *out = skv_calloc((size_t)g * d, sizeof(float), "bench out");
+    float *scr = skv_calloc((size_t)n_hot, sizeof(float), "bench scratch");
+    if (!K || !V || !q || !out || !scr) return -1;
+    for (int i = 0; i < g * d; i++) q[i] = 0.01f * (float)(i % 17);
+    skv_comp_args a = {.g = g, .d = d, .n_hot = n_hot, .f16 = true, .k = K, .v = V, .scratch = scr};
+    double t0 = skv_now();
+    for (int r = 0; r < reps; r++)
+        for (int l = 0; l < c->n_layer * c->n_kv_head; l++) skv_compensate(out, q, &a);
+    double dt = (skv_now() - t0) / reps;
+    free(K); free(V); free(q); free(out); free(scr);
+    return dt;
+}
+
+/* synthetic cache: n_past = S - 1 (the K/V rows already zero from allocation are set) */
+static void synth_fill(skv_state *s, int S) {
+    const skv_config *c = &s->m->cfg;
+    for (int l = 0; l < c->n_layer; l++) {
+        size_t n = (size_t)c->n_kv_head * s->S_cap * c->head_dim * 2;
+        memset(s->k[l], 0, n);
+        memset(s->v[l], 0, n);
+    }
+    s->n_past = S - 1;
+}
+
+static double step_time(skv_state *s, int S, int n_layers, int steps) {
+    int tok = 42;
+    skv_fwd_opts o = {.logits = n_layers ? SKV_LOGITS_NONE : SKV_LOGITS_LAST, .n_layers = n_layers};
+    synth_fill(s, S);
+    if (skv_forward(s, &tok, 1, &o)) return -1;   /* warm-up */
+    double t0 = skv_now();
+    for (int i = 0; i < steps; i++) {
+        s->n_past = S - 1;
+        if (skv_forward(s, &tok, 1, &o)) return -1;
+    }
+    return (skv_now() - t0) / steps;
+}
+
+static int pair_bench(const char *dir, bool quick) {
+    char lp[2048], sp[2048];
+    snprintf(lp, sizeof lp, "%s/qwen2.5-coder-1.5b.gguf", dir);
+    snprintf(sp, sizeof sp, "%s/qwen2.5-coder-0.5b.gguf", dir);
+    skv_model *L = skv_model_load(lp), *Sm = L ? skv_model_load(sp) : NULL;
+    if (!L || !Sm) {
+        fprintf(stderr, "bench: pair rows skipped: %s\n", skv_last_error());
+        skv_model_free(L);
+        return 0;
+    }
+    const int S = quick ? 1024 : 4096, steps = quick ? 3 : 6, reps = quick ? 5 : 20;
+    int depth = Sm->cfg.n_layer;
+    const char *prof = "profiles/qwen2.5-coder-0.5b-1.5b.skvprof";
+    skv_profile *pr = skv_profile_load(prof);
+    if (pr) { depth = pr->depth; skv_profile_free(pr); }
+    else prof = NULL;
+    printf("\n### Pair: LLM %s, SLM %s, context %d tokens (synthetic caches, see bench.c), SLM depth %d%s\n\n",
+           "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", S, depth, prof ? " (profile)" : " (no profile: all layers)");
+    skv_state *ls = skv_state_new(L, S + 16, 1, true), *ss = skv_state_new(Sm, S + 16, 1, true);
+    int rc = 1;
+    if (!ls || !ss) goto done;
+    double llm_step = step_time(ls, S, 0, steps);
+    double a_full = attn_time(L, S, reps);
+    printf("| hot set | tokens | attention ms/step | vs full | share of a full-cache LLM step |\n|---|---:|---:|---:|---:|\n");
+    const double fr[] = {0.1, 0.2, 0.4, 1.0};
+    double a20 = a_full;
+    for (int i = 0; i < 4; i++) {
+        int n = (int)(fr[i] * S);
+        double a = fr[i] == 1.0 ? a_full : attn_time(L, n, reps);
+        if (fr[i] == 0.2) a20 = a;
+        printf("| %.0f%% | %d | %.3f | %.2f | %.1f%% |\n", 100 * fr[i], n, a * 1e3, a / a_full, 100 * a / llm_step);
+    }
+    double slm = step_time(ss, S, depth, steps);
+    double llm20 = llm_step - a_full + a20;
+    printf("\n| LLM step, full cache | LLM step @20%% (est.) | SLM step (%d layers) | SLM share of a SmallKV step |\n"
+           "|---:|---:|---:|---:|\n| %.1f ms | %.1f ms | %.1f ms | %.1f%% |\n",
+           depth, llm_step * 1e3, llm20 * 1e3, slm * 1e3, 100 * slm / (slm + llm20));
+    fflush(stdout);
+    skv_state_free(ss); ss = NULL;
+    /* batched decode */
+    printf("\n| batch | step ms | tokens/s (all sequences) | tokens/s per sequence |\n|---:|---:|---:|---:|\n");
+    const int bs[] = {1, 4, 8};
+    skv_state *st[8] = {0};
+    skv_batch *b = skv_batch_new(L, 8);
+    for (int i = 0; i < 8; i++) st[i] = i == 0 ? ls : skv_state_new(L, S + 16, 1, true);
+    for (int i = 0; i < 8; i++) if (!st[i]) goto bdone;
+    if (!b) goto bdone;
+    for (int k = 0; k < 3; k++) {
+        const int n = bs[k];
+        int toks[8] = {42, 43, 44, 45, 46, 47, 48, 49};
+        for (int i = 0; i < n; i++) synth_fill(st[i], S);
+        if (skv_forward_batch(b, st, toks, n, NULL)) goto bdone;   /* warm-up */
+        double t0 = skv_now();
+        for (int r = 0; r < steps; r++) {
+            for (int i = 0; i < n; i++) st[i]->n_past = S - 1;
+            if (skv_forward_batch(b, st, toks, n, NULL)) goto bdone;
+        }
+        double dt = (skv_now() - t0) / steps;
+        printf("| %d | %.1f | %.2f | %.2f |\n", n, dt * 1e3, n / dt, 1 / dt);
+        fflush(stdout);
+    }
+    rc = 0;
+bdone:
+    if (rc) fprintf(stderr, "bench: %s\n", skv_last_error());
+    for (int i = 1; i < 8; i++) skv_state_free(st[i]);
+    skv_batch_free(b);
+done:
+    skv_state_free(ls);
+    skv_state_free(ss);
+    skv_model_free(L);
+    skv_model_free(Sm);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     int threads = 2;
-    bool quick = false;
+    bool quick = false, pair_only = false;
     const char *dir = getenv("SKV_MODELS_DIR") ? getenv("SKV_MODELS_DIR") : "models";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--models") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--pair-only")) pair_only = true;
         else {
-            fprintf(stderr, "usage: bench [--threads N] [--models DIR] [--quick]\n");
+            fprintf(stderr, "usage: bench [--threads N] [--models DIR] [--quick] [--pair-only]\n");
             return strcmp(argv[i], "--help") && strcmp(argv[i], "-h") ? 2 : 0;
         }
     }
@@ -105,6 +236,7 @@ int main(int argc, char **argv) {
     double bw = read_bandwidth();
     fprintf(stderr, "read bandwidth: %.2f GB/s (%d threads)\n", bw / 1e9, threads);
 
+    if (pair_only) return pair_bench(dir, quick);
     struct dirent **ents;
     int ne = scandir(dir, &ents, NULL, alphasort);
     if (ne < 0) { fprintf(stderr, "bench: %s: cannot list model directory\n", dir); return 1; }
@@ -165,5 +297,6 @@ int main(int argc, char **argv) {
     }
     for (int e = 0; e < ne; e++) free(ents[e]);
     free(ents);
+    if (pair_bench(dir, quick)) rc = 1;
     return rc;
 }

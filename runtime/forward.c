@@ -201,3 +201,115 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
     }
     return 0;
 }
+
+/* ------------------------------------------------------------------ batched decode
+ *   tokens (n) -> x (n, C), row i = sequence i at position states[i]->n_past
+ *   per layer: the same matrix products as above with T = n (one weight pass);
+ *   attention row by row: sequence i's q (1, H, d) against its own cache / attn hook;
+ *   logits for the rows that ask for them, one LM-head product, copied to each state. */
+
+skv_batch *skv_batch_new(const skv_model *m, int n_max) {
+    if (!m || n_max < 1) { skv_error("skv_batch_new: bad arguments (n_max %d)", n_max); return NULL; }
+    skv_batch *b = skv_calloc(1, sizeof *b, "batch workspace");
+    if (!b) return NULL;
+    b->m = m;
+    b->n_max = n_max;
+    b->ws = skv_state_new(m, n_max, n_max, false);
+    if (!b->ws) { skv_batch_free(b); return NULL; }
+    for (int l = 0; l < m->cfg.n_layer; l++) {   /* the workspace never caches K/V */
+        free(b->ws->k[l]); b->ws->k[l] = NULL;
+        free(b->ws->v[l]); b->ws->v[l] = NULL;
+    }
+    return b;
+}
+
+void skv_batch_free(skv_batch *b) {
+    if (!b) return;
+    skv_state_free(b->ws);
+    free(b);
+}
+
+int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n, const skv_fwd_opts *opts) {
+    if (!b || !states || !tokens || n < 1 || n > b->n_max)
+        return skv_error("skv_forward_batch: batch of %d (allowed 1 .. %d)", n, b ? b->n_max : 0);
+    const skv_model *m = b->m;
+    const skv_config *c = &m->cfg;
+    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, F = c->ffn_dim, V = c->vocab;
+    const int Q = H * d, KV = Hkv * d;
+    static const skv_fwd_opts none = {0};
+    const int nl0 = opts ? opts[0].n_layers : 0;
+    for (int i = 0; i < n; i++) {
+        const skv_state *s = states[i];
+        if (!s || s->m != m) return skv_error("skv_forward_batch: entry %d is not a state of this model", i);
+        if (s->n_past + 1 > s->S_cap)
+            return skv_error("skv_forward_batch: entry %d: KV cache full (%d tokens, capacity %d)", i, s->n_past, s->S_cap);
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return skv_error("skv_forward_batch: entry %d: token id %d out of range (vocab %d)", i, tokens[i], V);
+        if (opts && opts[i].n_layers != nl0)
+            return skv_error("skv_forward_batch: entry %d runs %d layers, entry 0 runs %d", i, opts[i].n_layers, nl0);
+    }
+    const int n_layers = nl0 > 0 && nl0 < c->n_layer ? nl0 : c->n_layer;
+    skv_state *w = b->ws;
+
+    #pragma omp parallel for if (n > 4)
+    for (int i = 0; i < n; i++) skv_weight_row(&m->tok_embd, tokens[i], w->x + (size_t)i * C);
+    for (int i = 0; i < n; i++) w->pos[i] = states[i]->n_past;
+
+    for (int l = 0; l < n_layers; l++) {
+        const skv_layer *L = &m->layers[l];
+        skv_rmsnorm(w->xb, w->x, L->attn_norm.data, n, C, c->norm_eps);
+        skv_matmul(w->q, w->xb, &L->wq, n);    /* (n, H*d) */
+        skv_matmul(w->kx, w->xb, &L->wk, n);   /* (n, Hkv*d) */
+        skv_matmul(w->vx, w->xb, &L->wv, n);   /* (n, Hkv*d) */
+        if (L->bq.data) {
+            add_bias(w->q, &L->bq, n, Q);
+            add_bias(w->kx, &L->bk, n, KV);
+            add_bias(w->vx, &L->bv, n, KV);
+        }
+        skv_rope(w->q, w->pos, n, H, d, c->rope_theta, c->rope_mode);   /* row i at pos[i] */
+        skv_rope(w->kx, w->pos, n, Hkv, d, c->rope_theta, c->rope_mode);
+        for (int i = 0; i < n; i++) {
+            skv_state *s = states[i];
+            const skv_fwd_opts *o = opts ? &opts[i] : &none;
+            const float *q = w->q + (size_t)i * Q, *k = w->kx + (size_t)i * KV, *v = w->vx + (size_t)i * KV;
+            float *att = w->att + (size_t)i * Q;
+            if (o->attn) {
+                if (o->attn(o->attn_ctx, l, q, k, v, s->n_past, 1, att) != 0)
+                    return skv_error_prefix("skv_forward_batch: entry %d", i);
+            } else {
+                cache_write(s->k[l], k, 1, Hkv, d, s->S_cap, s->n_past, s->kv_f16);
+                cache_write(s->v[l], v, 1, Hkv, d, s->S_cap, s->n_past, s->kv_f16);
+                skv_attn_args a = {
+                    .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->n_past, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                    .colsum = o->colsum ? o->colsum[l] : NULL,
+                    .lastrow = o->lastrow ? o->lastrow[l] : NULL,
+                };
+                skv_attention(att, q, s->k[l], s->v[l], &a);
+            }
+        }
+        skv_matmul(w->xb, w->att, &L->wo, n);
+        add_into(w->x, w->xb, (size_t)n * C);
+        skv_rmsnorm(w->xb, w->x, L->ffn_norm.data, n, C, c->norm_eps);
+        skv_matmul(w->hb, w->xb, &L->w_gate, n);
+        skv_matmul(w->hb2, w->xb, &L->w_up, n);
+        skv_swiglu(w->hb, w->hb, w->hb2, n * F);
+        skv_matmul(w->xb, w->hb, &L->w_down, n);
+        add_into(w->x, w->xb, (size_t)n * C);
+    }
+    for (int i = 0; i < n; i++) states[i]->n_past++;
+    if (n_layers < c->n_layer) return 0;
+
+    /* LM head over the rows that want logits, stacked (nr, C) */
+    int nr = 0;
+    for (int i = 0; i < n; i++) {
+        if (opts && opts[i].logits == SKV_LOGITS_NONE) continue;
+        if (nr != i) memcpy(w->x + (size_t)nr * C, w->x + (size_t)i * C, (size_t)C * sizeof(float));
+        w->pos[nr++] = i;
+    }
+    if (!nr) return 0;
+    skv_rmsnorm(w->xb, w->x, m->out_norm.data, nr, C, c->norm_eps);
+    skv_matmul(w->logits, w->xb, &m->output, nr);
+    for (int r = 0; r < nr; r++)
+        memcpy(states[w->pos[r]]->logits, w->logits + (size_t)r * V, (size_t)V * sizeof(float));
+    return 0;
+}

@@ -51,4 +51,26 @@ void skv_state_reset(skv_state *s);   /* forget the sequence (n_past = 0) */
  * -1 + error when the cache or block size would overflow or a token id is out of range. */
 int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts);
 
+/* ---- batched decode: n sequences, one token each, one pass over the weights ----
+ * The n rows are stacked into (n, C) activations in a workspace (skv_batch), so every
+ * matrix product runs once with T = n; attention runs per sequence, on its own cache (or
+ * its own attn hook) at its own position states[i]->n_past. All states must share one model.
+ * Note on numerics: skv_matmul uses the Q8-activation integer dots for T below
+ * skv_matmul_gemm_min_t(type) (per row exactly what T = 1 computes) and float tiles above,
+ * so a batch at or above that size matches one-by-one decode to float tolerance only. */
+typedef struct {
+    const skv_model *m;
+    int n_max;
+    skv_state *ws;         /* activations for n_max rows (its own K/V cache released) */
+} skv_batch;
+
+skv_batch *skv_batch_new(const skv_model *m, int n_max);
+void skv_batch_free(skv_batch *b);
+/* One decode token per sequence: tokens[i] at position states[i]->n_past, appended to that
+ * sequence. opts: NULL, or n entries (per sequence: logits, colsum / lastrow, attn hook);
+ * n_layers must agree across entries. Logits (1, vocab) land in states[i]->logits for the
+ * entries that ask for them. -1 + error (naming the entry) before anything runs when a
+ * state is full, a token is out of range or the shapes disagree. */
+int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n, const skv_fwd_opts *opts);
+
 #endif

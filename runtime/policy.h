@@ -168,5 +168,7 @@ typedef struct {
 int skv_policy_smallkv_attach(skv_policy *p, const skv_slm_view *v);
 /* Set / replace the mapping (online matching), [L*H] entries copied. */
 int skv_policy_smallkv_set_map(skv_policy *p, const int *map);
+/* The current mapping [L*H] (after online matching too), or NULL (none yet / not smallkv). */
+const int *skv_policy_smallkv_map(const skv_policy *p);
 
 #endif

@@ -252,3 +252,8 @@ int skv_policy_init_smallkv(skv_policy *p) {
     p->free_state = sk_free;
     return 0;
 }
+
+const int *skv_policy_smallkv_map(const skv_policy *p) {
+    if (!p || strcmp(p->name, "smallkv") || !p->st) return NULL;
+    return ((const skv_state_smallkv *)p->st)->map;
+}

@@ -123,6 +123,8 @@ void skv_session_free(skv_session *s) {
     free_rows(s->slm_colsum, s->slm_layers);
     free_rows(s->slm_lastrow, s->slm_layers);
     free_rows(s->onl_llm, L);
+    skv_batch_free(s->bws);
+    skv_batch_free(s->slm_bws);
     free(s);
 }
 
@@ -558,9 +560,93 @@ int skv_session_step(skv_session *s, int token) {
     return 0;
 }
 
+/* Grow (or create) a batch workspace for model m to hold n rows. */
+static int batch_ws(skv_batch **b, const skv_model *m, int n) {
+    if (*b && (*b)->m == m && (*b)->n_max >= n) return 0;
+    skv_batch_free(*b);
+    *b = skv_batch_new(m, n < 4 ? 4 : n);
+    return *b ? 0 : -1;
+}
+
+/* Batch the SLMs of sessions ss (all with an SLM, all stepping): plain SLM states of the
+ * same model and depth in one batched forward, compressed SLM sessions through
+ * skv_session_step_batch. */
+static int slm_run_batch(skv_session *lead, skv_session **ss, const int *tokens, int n) {
+    skv_state *st[n];
+    skv_session *one[n], *sub[n];
+    skv_fwd_opts fo[n];
+    int tk[n], tk2[n], ns = 0, nb = 0;
+    for (int i = 0; i < n; i++) {
+        skv_session *s = ss[i];
+        if (s->slm_sess) { sub[nb] = s->slm_sess; tk2[nb++] = tokens[i]; continue; }
+        if (ns > 0 && (s->o.slm != st[0]->m || s->slm_layers != fo[0].n_layers)) {
+            if (slm_run(s, &tokens[i], 1, false)) return skv_error_prefix("batch entry %d", i);
+            continue;
+        }
+        st[ns] = s->slm;
+        one[ns] = s;
+        tk[ns] = tokens[i];
+        fo[ns] = (skv_fwd_opts){ .logits = SKV_LOGITS_NONE, .n_layers = s->slm_layers,
+                                 .colsum = s->slm_colsum, .lastrow = s->slm_lastrow };
+        ns++;
+    }
+    if (ns == 1 && slm_run(one[0], tk, 1, false)) return -1;
+    if (ns > 1) {
+        if (batch_ws(&lead->slm_bws, st[0]->m, ns)) return -1;
+        if (skv_forward_batch(lead->slm_bws, st, tk, ns, fo)) return skv_error_prefix("SLM");
+    }
+    if (nb > 0 && skv_session_step_batch(sub, tk2, nb)) return skv_error_prefix("SLM");
+    return 0;
+}
+
 int skv_session_step_batch(skv_session **ss, const int *tokens, int n) {
-    for (int i = 0; i < n; i++)
-        if (skv_session_step(ss[i], tokens[i])) return skv_error_prefix("batch entry %d", i);
+    if (n < 1) return 0;
+    if (n == 1) return skv_session_step(ss[0], tokens[0]) ? skv_error_prefix("batch entry 0") : 0;
+    if (n > 64) {   /* bounded stack arrays below */
+        for (int i = 0; i < n; i += 64)
+            if (skv_session_step_batch(ss + i, tokens + i, n - i < 64 ? n - i : 64)) return -1;
+        return 0;
+    }
+    skv_session *lead = ss[0];
+    skv_session *join[n];
+    int tk[n], nj = 0;
+    /* sessions that cannot join the batched forward step on their own */
+    for (int i = 0; i < n; i++) {
+        skv_session *s = ss[i];
+        bool ok = s->n > 0 && s->m == lead->m && s->o.n_layers == lead->o.n_layers;
+        for (int j = 0; ok && j < nj; j++) ok = join[j] != s;   /* the same session twice */
+        if (!ok) {
+            if (skv_session_step(s, tokens[i])) return skv_error_prefix("batch entry %d", i);
+            continue;
+        }
+        if (s->n + 1 > s->o.max_ctx)
+            return skv_error("batch entry %d: skv_session_step: context of %d tokens is full", i, s->o.max_ctx);
+        if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + 1)) return skv_error_prefix("batch entry %d", i);
+        join[nj] = s;
+        tk[nj++] = tokens[i];
+    }
+    if (nj == 0) return 0;
+    /* SLMs first (the LLM's selection reads their attention of this step) */
+    skv_session *with_slm[nj];
+    int tks[nj], nw = 0;
+    for (int i = 0; i < nj; i++)
+        if (join[i]->slm || join[i]->slm_sess) { with_slm[nw] = join[i]; tks[nw++] = tk[i]; }
+    if (nw > 0 && slm_run_batch(lead, with_slm, tks, nw)) return -1;
+    skv_state *st[nj];
+    skv_fwd_opts fo[nj];
+    for (int i = 0; i < nj; i++) {
+        st[i] = join[i]->st;
+        fo[i] = (skv_fwd_opts){ .logits = SKV_LOGITS_LAST, .attn = sess_attn, .attn_ctx = join[i],
+                                .n_layers = join[i]->o.n_layers };
+    }
+    if (batch_ws(&lead->bws, lead->m, nj)) return -1;
+    if (skv_forward_batch(lead->bws, st, tk, nj, fo)) return -1;
+    for (int i = 0; i < nj; i++) {
+        skv_session *s = join[i];
+        s->n++;
+        s->n_sel = s->n;
+        if (s->onl_llm && !s->mapped && s->n >= s->o.online_min && online_match(s)) return -1;
+    }
     return 0;
 }
 

@@ -99,6 +99,8 @@ struct skv_session {
     int x_stride;
     float *x_tmp; size_t x_tmp_n;   /* (H, cold_cap) last-row staging */
     char err[256];
+    /* batched decode workspaces (skv_session_step_batch), owned by the batch's first session */
+    skv_batch *bws, *slm_bws;
 };
 
 skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o);
@@ -108,7 +110,14 @@ void skv_session_free(skv_session *s);
 int skv_session_prefill(skv_session *s, const int *tokens, int T);
 /* One decode token; logits in s->st->logits. -1 + error. */
 int skv_session_step(skv_session *s, int token);
-/* Several sessions, one token each (ready for batching; runs them one after another now). */
+/* Several sessions, one token each, decoded together: the LLM's matrix products run once
+ * for all n rows (skv_forward_batch), attention per session through its own cache and
+ * policy; SmallKV SLMs are batched the same way (plain SLM states together, compressed
+ * SLM sessions through this function). Sessions that cannot join (empty ones, which
+ * prefill; a different model or depth) step on their own. Workspaces are kept in ss[0]
+ * (reused while the same session leads the batch). Same results as skv_session_step one
+ * by one, up to the matmul path note in forward.h. -1 + error naming the entry; after an
+ * error the sessions of the batch are in an undefined state. */
 int skv_session_step_batch(skv_session **ss, const int *tokens, int n);
 /* Deep copy that continues identically. NULL + error. */
 skv_session *skv_session_fork(const skv_session *s);

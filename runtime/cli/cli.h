@@ -11,6 +11,8 @@ enum { CLI_OK = 0, CLI_ERR = 1, CLI_USAGE = 2 };
 int cmd_info(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
+int cmd_eval(int argc, char **argv);   /* runtime/cli/eval.c */
+int cmd_profile(int argc, char **argv);
 
 /* Argument helpers: parse argv[*i + 1] as the value of option argv[*i] (advancing *i);
  * on a missing or bad value print the reason to stderr and return false. */

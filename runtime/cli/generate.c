@@ -1,161 +1,274 @@
-/* generate.c: `smallkv generate`: prefill the prompt in blocks, then decode one token at a
- * time, streaming each token's bytes to stdout; greedy unless --temp > 0. */
+/* generate.c: `smallkv generate`: text generation over the compressed KV cache, written
+ * against the public API (include/smallkv.h).
+ *   no --context: each --prompt is prefilled (exact attention, then the policy compresses)
+ *                 and answered in its own session;
+ *   --context F:  F is prefilled and compressed before any prompt is known; each --prompt
+ *                 then enters as decode steps (query-agnostic setting) in a fork of that
+ *                 compressed state, so every prompt continues from the same context.
+ * Tokens stream to stdout; --stats prints memory per tier and speed on stderr. */
 #include "cli.h"
-#include "../forward.h"
-#include "../tokenizer.h"
+#include "../../include/smallkv.h"
 #include "../util.h"
-#include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *GEN_USAGE =
-    "usage: smallkv generate MODEL --prompt TEXT [options]\n"
-    "  --prompt TEXT    the prompt (required)\n"
-    "  -n N             tokens to generate at most (default 128)\n"
-    "  --chat           wrap the prompt in the model's chat template\n"
-    "  --system S       system message for --chat (default: the template's)\n"
-    "  --temp T         sampling temperature (default 0 = greedy)\n"
-    "  --seed S         random seed for sampling (default 1234)\n"
+    "usage: smallkv generate --llm MODEL [--slm SLM --profile P] [--policy NAME --budget F]\n"
+    "                        [--prompt TEXT]... [--context FILE] [options]\n"
+    "       smallkv generate MODEL --prompt TEXT [options]      (policy full)\n"
+    "  --llm MODEL      the model that generates (GGUF file or Hugging Face directory)\n"
+    "  --slm MODEL      small model guiding the cache (policy smallkv)\n"
+    "  --profile P      SmallKV profile for the pair (profiles/*.skvprof)\n"
+    "  --policy NAME    full, streamingllm, h2o, snapkv, pyramidkv, adakv, ems, smallkv\n"
+    "                   (default full; smallkv when --slm is given)\n"
+    "  --budget F       hot KV cache as a fraction of the sequence, in (0, 1] (default 0.2;\n"
+    "                   1 for full)\n"
+    "  --prompt TEXT    a prompt (repeatable: each answered from the same context)\n"
+    "  --context FILE   document prefilled and compressed before the prompts arrive\n"
+    "  -n N             tokens to generate per prompt at most (default 128)\n"
+    "  --chat           wrap each prompt in the model's chat template\n"
+    "  --system S       system message for --chat\n"
+    "  --temp T         sampling temperature (default 0 = greedy); --seed S (default 1234)\n"
     "  --threads N      OpenMP threads (default: all cores)\n"
-    "  --ctx N          KV cache capacity in tokens (default: prompt + n, at most the model's context)\n"
-    "  --kv f16|f32     KV cache element type (default f16)\n"
-    "  --stats, --verbose  print prefill/decode speed and time to first token on stderr\n"
-    "Generation stops at the model's stop token or after N tokens.\n";
+    "  --ctx N          longest sequence in tokens (default: what the input needs, at most\n"
+    "                   the model's context)\n"
+    "  --kv f16|f32     KV element type (default f16)\n"
+    "  --stats          per-tier memory, prefill/decode tokens/s, TTFT and TPOT on stderr\n"
+    "policy options:\n"
+    "  --sinks N --window N --pool N     kept first tokens (4), observation window (32),\n"
+    "                                    SnapKV pooling kernel (7)\n"
+    "  --heavy F        H2O heavy-hitter share of the budget (0.5)\n"
+    "  --recent F       SmallKV recent weight of the critical:recent:marginal split (1 of 2:1:2)\n"
+    "  --ems-gamma F --ems-tau F         EMS candidate multiple (4), merge threshold (0.6)\n"
+    "  --reduce sum|mean|max             query heads -> KV head scores (sum)\n"
+    "  --combine sum|mass|renorm         SmallKV marginal compensation (sum)\n"
+    "  --mapping profile|online          head mapping source (profile)\n"
+    "  --split fixed|adaptive            SmallKV budget split (fixed)\n"
+    "  --no-saliency --no-marginal       SmallKV ablations\n"
+    "  --slm-depth N    SLM layers to run (default: the profile's depth)\n"
+    "  --slm-budget F   compress the SLM's cache with H2O to F (default: full cache)\n"
+    "Exit status: 0 ok, 1 error (one line on stderr), 2 bad usage.\n";
 
-/* xorshift64*: small reproducible generator for sampling. */
-static uint64_t rng_next(uint64_t *s) {
-    *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;
-    return *s * 2685821657736338717ULL;
+#define MAX_PROMPTS 64
+
+typedef struct {
+    float temp;
+    unsigned long long rng;
+    bool stats;
+    int n_gen;
+} gen_cfg;
+
+static void human(size_t b, char *buf, size_t n) {
+    if (b >= (1u << 30)) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    else if (b >= (1u << 20)) snprintf(buf, n, "%.2f MiB", b / 1048576.0);
+    else snprintf(buf, n, "%.1f KiB", b / 1024.0);
 }
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
+static void print_stats(const smallkv_session *s, const smallkv_session *ctx_sess) {
+    smallkv_stats st, cs;
+    smallkv_get_stats(s, &st);
+    char h[32], c[32], w[32], sc[32], ss[32], f[32];
+    human(st.hot_bytes, h, sizeof h); human(st.cold_bytes, c, sizeof c); human(st.slm_weight_bytes, w, sizeof w);
+    human(st.slm_cache_bytes, sc, sizeof sc); human(st.slm_score_bytes, ss, sizeof ss); human(st.full_bytes, f, sizeof f);
+    fprintf(stderr, "[stats] %d tokens; LLM KV hot %s (%.1f%% of the full cache %s, %.1f tokens per lane), cold %s\n",
+            st.length, h, st.full_bytes ? 100.0 * st.hot_bytes / st.full_bytes : 0, f, st.hot_tokens, c);
+    if (st.slm_weight_bytes)
+        fprintf(stderr, "[stats] SLM weights %s, SLM KV %s, SLM scores %s; restores from cold %d\n", w, sc, ss, st.restores);
+    if (ctx_sess) {
+        smallkv_get_stats(ctx_sess, &cs);
+        fprintf(stderr, "[stats] context prefill %d tokens in %.2f s (%.1f tok/s)\n", cs.prefill_tokens,
+                cs.prefill_seconds, cs.prefill_tps);
+    }
+    if (st.prefill_tokens)
+        fprintf(stderr, "[stats] prefill %d tokens in %.2f s (%.1f tok/s)\n", st.prefill_tokens, st.prefill_seconds,
+                st.prefill_tps);
+    fprintf(stderr, "[stats] decode %d steps in %.2f s (%.2f tok/s); TTFT %.3f s, TPOT %.1f ms\n", st.decode_tokens,
+            st.decode_seconds, st.decode_tps, st.ttft, st.tpot * 1e3);
 }
 
-/* Sample from softmax(x / temp) (x is overwritten). */
-static int sample(float *x, int n, float temp, uint64_t *rng) {
-    if (temp <= 0) return argmax(x, n);
-    float mx = x[argmax(x, n)];
-    double sum = 0;
-    for (int i = 0; i < n; i++) { x[i] = expf((x[i] - mx) / temp); sum += x[i]; }
-    double r = (rng_next(rng) >> 11) * (1.0 / 9007199254740992.0) * sum, acc = 0;
-    for (int i = 0; i < n; i++) { acc += x[i]; if (acc >= r) return i; }
-    return n - 1;
+/* Answer from the session's current logits: sample, stream, step. */
+static int answer(smallkv_pair *p, smallkv_session *s, gen_cfg *g) {
+    for (int produced = 0; produced < g->n_gen; produced++) {
+        int next = smallkv_sample(s, g->temp, &g->rng);
+        if (next < 0) return -1;
+        if (smallkv_is_stop(p, next)) break;
+        size_t len;
+        const char *b = smallkv_token_bytes(p, next, &len);
+        if (b) { fwrite(b, 1, len, stdout); fflush(stdout); }
+        if (produced + 1 == g->n_gen) break;
+        if (smallkv_step(s, next)) return -1;
+    }
+    fputc('\n', stdout);
+    fflush(stdout);
+    return 0;
+}
+
+static int tok_prompt(smallkv_pair *p, const char *text, bool chat, const char *system, int flags, int **out) {
+    int need = chat ? smallkv_tokenize_chat(p, system, text, NULL, 0) : smallkv_tokenize(p, text, flags, NULL, 0);
+    if (need < 0) return -1;
+    int *ids = skv_malloc(((size_t)need + 1) * sizeof(int), "prompt ids");
+    if (!ids) return -1;
+    int got = chat ? smallkv_tokenize_chat(p, system, text, ids, need) : smallkv_tokenize(p, text, flags, ids, need);
+    if (got != need) { free(ids); return -1; }
+    *out = ids;
+    return need;
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *path = NULL, *prompt = NULL, *system = NULL, *kv = "f16";
-    int n_gen = 128, threads = 0, ctx = 0, seed = 1234;
-    bool chat = false, stats = false;
-    float temp = 0;
+    const char *llm = NULL, *slm = NULL, *profile = NULL, *context = NULL, *system = NULL, *kv = "f16";
+    const char *prompts[MAX_PROMPTS];
+    int n_prompts = 0, threads = 0, ctx = 0, seed = 1234;
+    bool chat = false, budget_set = false, policy_set = false;
+    float budget = 0.2f, f;
+    gen_cfg g = {.n_gen = 128};
+    smallkv_options o;
+    smallkv_options_default(&o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
         if (cli_is_help(a)) { fputs(GEN_USAGE, stdout); return CLI_OK; }
-        else if (!strcmp(a, "--prompt") || !strcmp(a, "-p")) ok = cli_str(argc, argv, &i, &prompt);
-        else if (!strcmp(a, "-n")) ok = cli_int(argc, argv, &i, 0, 1 << 24, &n_gen);
+        else if (!strcmp(a, "--prompt") || !strcmp(a, "-p")) {
+            if (n_prompts == MAX_PROMPTS) return cli_usage_error(GEN_USAGE, "generate: at most %d prompts", MAX_PROMPTS);
+            ok = cli_str(argc, argv, &i, &prompts[n_prompts]);
+            n_prompts += ok;
+        }
+        else if (!strcmp(a, "--llm")) ok = cli_str(argc, argv, &i, &llm);
+        else if (!strcmp(a, "--slm")) ok = cli_str(argc, argv, &i, &slm);
+        else if (!strcmp(a, "--profile")) ok = cli_str(argc, argv, &i, &profile);
+        else if (!strcmp(a, "--context")) ok = cli_str(argc, argv, &i, &context);
+        else if (!strcmp(a, "--policy")) { ok = cli_str(argc, argv, &i, &o.policy); policy_set = true; }
+        else if (!strcmp(a, "--budget")) { ok = cli_float(argc, argv, &i, -1e9, 1e9, &budget); budget_set = true; }
+        else if (!strcmp(a, "-n")) ok = cli_int(argc, argv, &i, 0, 1 << 24, &g.n_gen);
         else if (!strcmp(a, "--chat")) chat = true;
         else if (!strcmp(a, "--system")) ok = cli_str(argc, argv, &i, &system);
-        else if (!strcmp(a, "--temp")) ok = cli_float(argc, argv, &i, 0, 100, &temp);
+        else if (!strcmp(a, "--temp")) ok = cli_float(argc, argv, &i, 0, 100, &g.temp);
         else if (!strcmp(a, "--seed")) ok = cli_int(argc, argv, &i, 0, 2147483647L, &seed);
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &threads);
-        else if (!strcmp(a, "--ctx")) ok = cli_int(argc, argv, &i, 1, 1 << 24, &ctx);
+        else if (!strcmp(a, "--ctx")) ok = cli_int(argc, argv, &i, 2, 1 << 24, &ctx);
         else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &kv);
-        else if (!strcmp(a, "--stats") || !strcmp(a, "--verbose") || !strcmp(a, "-v")) stats = true;
+        else if (!strcmp(a, "--stats") || !strcmp(a, "--verbose") || !strcmp(a, "-v")) g.stats = true;
+        else if (!strcmp(a, "--sinks")) ok = cli_int(argc, argv, &i, 0, 1 << 20, &o.sinks);
+        else if (!strcmp(a, "--window")) ok = cli_int(argc, argv, &i, 1, 1 << 20, &o.window);
+        else if (!strcmp(a, "--pool")) ok = cli_int(argc, argv, &i, 1, 1 << 10, &o.pool);
+        else if (!strcmp(a, "--heavy")) { ok = cli_float(argc, argv, &i, 0, 1, &f); o.heavy = f; }
+        else if (!strcmp(a, "--recent")) { ok = cli_float(argc, argv, &i, 0, 1000, &f); o.recent = f; }
+        else if (!strcmp(a, "--ems-gamma")) { ok = cli_float(argc, argv, &i, 1, 1000, &f); o.ems_gamma = f; }
+        else if (!strcmp(a, "--ems-tau")) { ok = cli_float(argc, argv, &i, -1, 1, &f); o.ems_tau = f; }
+        else if (!strcmp(a, "--combine")) ok = cli_str(argc, argv, &i, &o.combine);
+        else if (!strcmp(a, "--mapping")) ok = cli_str(argc, argv, &i, &o.mapping);
+        else if (!strcmp(a, "--split")) ok = cli_str(argc, argv, &i, &o.split);
+        else if (!strcmp(a, "--reduce")) ok = cli_str(argc, argv, &i, &o.reduce);
+        else if (!strcmp(a, "--no-saliency")) o.no_saliency = 1;
+        else if (!strcmp(a, "--no-marginal")) o.no_marginal = 1;
+        else if (!strcmp(a, "--slm-depth")) ok = cli_int(argc, argv, &i, 1, 1 << 10, &o.slm_depth);
+        else if (!strcmp(a, "--slm-budget")) { ok = cli_float(argc, argv, &i, 0, 1, &f); o.slm_budget = f; }
         else if (a[0] == '-' && a[1]) return cli_usage_error(GEN_USAGE, "generate: unknown option '%s'", a);
-        else if (!path) path = a;
+        else if (!llm) llm = a;
         else return cli_usage_error(GEN_USAGE, "generate: unexpected argument '%s'", a);
         if (!ok) return cli_usage_error(GEN_USAGE, NULL);
     }
-    if (!path) return cli_usage_error(GEN_USAGE, "generate: missing MODEL");
-    if (!prompt) return cli_usage_error(GEN_USAGE, "generate: missing --prompt");
+    if (!llm) return cli_usage_error(GEN_USAGE, "generate: missing --llm MODEL");
+    if (!n_prompts && !context) return cli_usage_error(GEN_USAGE, "generate: give --prompt TEXT or --context FILE");
     if (strcmp(kv, "f16") && strcmp(kv, "f32")) return cli_usage_error(GEN_USAGE, "generate: --kv must be f16 or f32, not '%s'", kv);
     if (system && !chat) return cli_usage_error(GEN_USAGE, "generate: --system needs --chat");
+    if (profile && !slm) return cli_usage_error(GEN_USAGE, "generate: --profile needs --slm");
+    if (!policy_set) o.policy = slm ? "smallkv" : "full";
+    if (!budget_set && !strcmp(o.policy, "full")) budget = 1;
+    o.budget = budget;
+    o.kv_f32 = !strcmp(kv, "f32");
+    g.rng = (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 1;
     cli_set_threads(threads);
 
-    skv_model *m = cli_load(path);
-    if (!m) return CLI_ERR;
-    int rc = CLI_ERR;
-    int *ids = NULL;
-    char *text = NULL;
-    skv_state *s = NULL;
-    const skv_tokenizer *tok = m->tok;
-    if (!tok) { fprintf(stderr, "smallkv: %s: the model has no tokenizer\n", path); goto done; }
-
-    /* prompt -> ids */
-    bool special = chat;
-    if (chat) {
-        text = skv_chat_prompt(tok, system, prompt);
-        if (!text) { cli_fail(path); goto done; }
-    } else {
-        text = skv_strdup(prompt);
-        if (!text) { cli_fail(NULL); goto done; }
+    /* checks that need no model: one line, exit 1 */
+    if (!(budget > 0 && budget <= 1)) { fprintf(stderr, "smallkv: --budget %g is not a fraction in (0, 1]\n", budget); return CLI_ERR; }
+    for (int i = 0; i < n_prompts; i++)
+        if (!prompts[i][0]) { fprintf(stderr, "smallkv: prompt %d is empty\n", i + 1); return CLI_ERR; }
+    if (!strcmp(o.policy, "smallkv")) {
+        bool online = o.mapping && !strcmp(o.mapping, "online");
+        if (!slm) { fprintf(stderr, "smallkv: policy smallkv needs --slm MODEL\n"); return CLI_ERR; }
+        if (!profile && !online) {
+            fprintf(stderr, "smallkv: policy smallkv needs --profile P for the pair (or --mapping online)\n");
+            return CLI_ERR;
+        }
+    } else if (slm) {
+        fprintf(stderr, "smallkv: --slm is only used by policy smallkv (policy is %s)\n", o.policy);
+        return CLI_ERR;
     }
-    int bos = (!chat && skv_tok_add_bos(tok) && skv_tok_bos(tok) >= 0) ? 1 : 0;
-    int need = skv_tokenize(tok, text, strlen(text), special, NULL, 0);
-    if (need < 0) { cli_fail("tokenize"); goto done; }
-    ids = skv_malloc(((size_t)need + bos + 1) * sizeof(int), "prompt ids");
-    if (!ids) { cli_fail(NULL); goto done; }
-    if (bos) ids[0] = skv_tok_bos(tok);
-    if (skv_tokenize(tok, text, strlen(text), special, ids + bos, need) != need) { cli_fail("tokenize"); goto done; }
-    int n_prompt = need + bos;
-    if (n_prompt == 0) { fprintf(stderr, "smallkv: the prompt is empty\n"); goto done; }
+    const char *files[] = {llm, slm, profile, context};
+    for (int i = 0; i < 4; i++)
+        if (files[i] && access(files[i], R_OK) != 0) { fprintf(stderr, "smallkv: %s: no such file or not readable\n", files[i]); return CLI_ERR; }
 
-    int cap = ctx > 0 ? ctx : (n_prompt + n_gen < m->cfg.ctx_max ? n_prompt + n_gen : m->cfg.ctx_max);
-    if (cap < n_prompt + 1) {
-        fprintf(stderr, "smallkv: the prompt has %d tokens, more than the context %d allows\n", n_prompt, cap);
+    int rc = CLI_ERR, n_ctx = 0, *cids = NULL, *pids[MAX_PROMPTS] = {0}, np[MAX_PROMPTS] = {0};
+    char *ctext = NULL;
+    smallkv_session *base = NULL, *s = NULL;
+    smallkv_pair *p = smallkv_pair_load(llm, slm);
+    if (!p) { cli_fail(NULL); goto done; }
+    if (profile && smallkv_pair_load_profile(p, profile)) { cli_fail(NULL); goto done; }
+
+    /* tokenise everything first: lengths decide the context size */
+    if (context) {
+        size_t len;
+        if (!(ctext = skv_read_file(context, &len))) { cli_fail(NULL); goto done; }
+        if (!ctext[0]) { fprintf(stderr, "smallkv: %s: the context file is empty\n", context); goto done; }
+        if ((n_ctx = tok_prompt(p, ctext, false, NULL, SMALLKV_TOK_BOS, &cids)) < 0) { cli_fail(context); goto done; }
+    }
+    int longest = 0;
+    for (int i = 0; i < n_prompts; i++) {
+        /* after a context the prompt continues it (no BOS) */
+        np[i] = tok_prompt(p, prompts[i], chat, system, context ? 0 : SMALLKV_TOK_BOS, &pids[i]);
+        if (np[i] < 0) { cli_fail("tokenize"); goto done; }
+        if (np[i] == 0) { fprintf(stderr, "smallkv: prompt %d is empty (no tokens)\n", i + 1); goto done; }
+        if (np[i] > longest) longest = np[i];
+    }
+    const int model_ctx = smallkv_context_length(p);
+    const long need = (long)n_ctx + longest + g.n_gen + 1;
+    const int cap = ctx > 0 ? ctx : (int)(need < model_ctx ? need : model_ctx);
+    if (n_ctx + longest + 1 > cap) {
+        fprintf(stderr, "smallkv: the input has %d tokens (context %d + prompt %d), more than the %s of %d tokens\n",
+                n_ctx + longest, n_ctx, longest, ctx > 0 ? "--ctx limit" : "model's context", cap);
         goto done;
     }
-    int T_max = n_prompt < 512 ? n_prompt : 512;
-    s = skv_state_new(m, cap, T_max, strcmp(kv, "f16") == 0);
-    if (!s) { cli_fail(NULL); goto done; }
+    o.max_ctx = cap;
+    if (!(base = smallkv_session_new(p, &o))) { cli_fail(NULL); goto done; }
 
-    /* prefill in blocks of T_max, logits of the last prompt token */
-    const int V = m->cfg.vocab;
-    double t0 = skv_now();
-    for (int p = 0; p < n_prompt; p += T_max) {
-        int T = n_prompt - p < T_max ? n_prompt - p : T_max;
-        skv_fwd_opts o = {.logits = p + T == n_prompt ? SKV_LOGITS_LAST : SKV_LOGITS_NONE};
-        if (skv_forward(s, ids + p, T, &o) != 0) { cli_fail(NULL); goto done; }
-    }
-    double t1 = skv_now(), t_first = 0;
-    uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 1;
-    int produced = 0, n_fwd = 0;
-    while (produced < n_gen) {
-        int next = sample(s->logits, V, temp, &rng);
-        if (produced == 0) t_first = skv_now();
-        if (skv_tok_is_stop(tok, next)) break;
-        size_t len;
-        const char *b = skv_token_bytes(tok, next, &len);
-        if (b) { fwrite(b, 1, len, stdout); fflush(stdout); }
-        produced++;
-        if (produced == n_gen) break;
-        if (s->n_past >= s->S_cap) { fprintf(stderr, "\nsmallkv: context of %d tokens is full\n", s->S_cap); break; }
-        skv_fwd_opts o = {.logits = SKV_LOGITS_LAST};
-        if (skv_forward(s, &next, 1, &o) != 0) { cli_fail(NULL); goto done; }
-        n_fwd++;
-    }
-    double t2 = skv_now();
-    fputc('\n', stdout);
-    fflush(stdout);
-    if (stats) {
-        fprintf(stderr, "prompt %d tokens: prefill %.2f s (%.1f tok/s), TTFT %.3f s\n", n_prompt, t1 - t0,
-                n_prompt / (t1 - t0), t_first - t0);
-        if (n_fwd > 0)
-            fprintf(stderr, "generated %d tokens: %d decode steps in %.2f s (%.2f tok/s)\n", produced, n_fwd,
-                    t2 - t_first, n_fwd / (t2 - t_first));
-        else
-            fprintf(stderr, "generated %d tokens\n", produced);
+    if (context) {
+        if (smallkv_prefill(base, cids, n_ctx)) { cli_fail(context); goto done; }
+        if (!n_prompts) {
+            if (answer(p, base, &g)) { cli_fail(NULL); goto done; }
+            if (g.stats) print_stats(base, NULL);
+        }
+        for (int i = 0; i < n_prompts; i++) {
+            /* every prompt continues from the same compressed context */
+            if (!(s = smallkv_fork(base))) { cli_fail(NULL); goto done; }
+            if (n_prompts > 1) { printf("> %s\n", prompts[i]); fflush(stdout); }
+            for (int k = 0; k < np[i]; k++)
+                if (smallkv_step(s, pids[i][k])) { cli_fail(NULL); goto done; }
+            if (answer(p, s, &g)) { cli_fail(NULL); goto done; }
+            if (g.stats) print_stats(s, i == 0 ? base : NULL);
+            smallkv_session_free(s);
+            s = NULL;
+        }
+    } else {
+        for (int i = 0; i < n_prompts; i++) {
+            if (i > 0) {
+                smallkv_session_free(base);
+                if (!(base = smallkv_session_new(p, &o))) { cli_fail(NULL); goto done; }
+            }
+            if (n_prompts > 1) { printf("> %s\n", prompts[i]); fflush(stdout); }
+            if (smallkv_prefill(base, pids[i], np[i])) { cli_fail(NULL); goto done; }
+            if (answer(p, base, &g)) { cli_fail(NULL); goto done; }
+            if (g.stats) print_stats(base, NULL);
+        }
     }
     rc = CLI_OK;
 done:
-    skv_state_free(s);
-    free(ids);
-    free(text);
-    skv_model_free(m);
+    smallkv_session_free(s);
+    smallkv_session_free(base);
+    smallkv_pair_free(p);
+    for (int i = 0; i < n_prompts; i++) free(pids[i]);
+    free(cids);
+    free(ctext);
     return rc;
 }

@@ -1,7 +1,8 @@
 /* smallkv.c: the `smallkv` command: dispatch to the subcommands, and `smallkv info`.
  *   smallkv info MODEL            config, weight types and sizes, KV bytes per token
  *   smallkv generate MODEL ...    runtime/cli/generate.c
- *   smallkv ppl MODEL FILE ...    runtime/cli/ppl.c */
+ *   smallkv ppl MODEL FILE ...    runtime/cli/ppl.c
+ *   smallkv profile show P        runtime/cli/profile.c */
 #include "cli.h"
 #include "../tokenizer.h"
 #include "../util.h"
@@ -13,8 +14,11 @@ static const char *USAGE =
     "usage: smallkv COMMAND [options]\n"
     "commands:\n"
     "  info MODEL                     show a model's configuration and storage\n"
-    "  generate MODEL --prompt TEXT   generate text (greedy by default)\n"
+    "  generate --llm MODEL [--slm S --profile P] --policy NAME --budget F --prompt TEXT\n"
+    "                                 generate text over a compressed KV cache\n"
+    "  generate MODEL --prompt TEXT   generate text (full cache, greedy by default)\n"
     "  ppl MODEL FILE                 perplexity of a text file\n"
+    "  profile show PROFILE           print a SmallKV profile\n"
     "MODEL is a GGUF file or a Hugging Face directory (config.json + *.safetensors).\n"
     "Run 'smallkv COMMAND --help' for a command's options.\n";
 
@@ -102,5 +106,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
     if (strcmp(cmd, "generate") == 0) return cmd_generate(argc - 1, argv + 1);
     if (strcmp(cmd, "ppl") == 0) return cmd_ppl(argc - 1, argv + 1);
+    if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 1, argv + 1);
+    if (strcmp(cmd, "profile") == 0) return cmd_profile(argc - 1, argv + 1);
     return cli_usage_error(USAGE, "unknown command '%s'", cmd);
 }

@@ -1,0 +1,234 @@
+/* test_cli.c: the `smallkv` command line, run as a program (popen): messages and exit
+ * statuses of `smallkv generate` and `smallkv profile` for the error cases (missing files,
+ * a profile made for other models, empty prompt, prompt longer than the context, budget
+ * out of range, unknown policy, smallkv without a profile, bad usage) and a few short
+ * successful runs (SmolLM2, a few tokens). Exit codes: 0 ok, 1 error, 2 bad usage.
+ * The binary is $BUILD/bin/smallkv (BUILD defaults to build); cases skip when it or the
+ * model is missing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "support/tiny_model.h"
+
+static char bin[256], smol[256], prof[256], tiny[256], bigctx[256], smallctx[256];
+
+static int setup(void **st) {
+    (void)st;
+    const char *b = getenv("BUILD"), *dir = getenv("SKV_MODELS_DIR");
+    snprintf(bin, sizeof bin, "%s/bin/smallkv", b ? b : "build");
+    snprintf(smol, sizeof smol, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir ? dir : "models");
+    snprintf(prof, sizeof prof, "profiles/smollm2-135m-self.skvprof");
+    snprintf(tiny, sizeof tiny, "/tmp/skv_test_cli_%d.gguf", (int)getpid());
+    tiny_model *t = tiny_model_new(SKV_ARCH_LLAMA, 5, 0, SKV_F32);
+    if (!t || tiny_model_write_gguf(t, tiny, SKV_F32)) return -1;
+    tiny_model_free(t);
+    /* a context file longer than SmolLM2's 8192-token context, and a short one */
+    snprintf(bigctx, sizeof bigctx, "/tmp/skv_test_cli_big_%d.txt", (int)getpid());
+    snprintf(smallctx, sizeof smallctx, "/tmp/skv_test_cli_small_%d.txt", (int)getpid());
+    FILE *f = fopen(bigctx, "w");
+    if (!f) return -1;
+    for (int i = 0; i < 10000; i++) fputs("hello world ", f);
+    fclose(f);
+    f = fopen(smallctx, "w");
+    if (!f) return -1;
+    fputs("Alice has three apples. Bob has five pears. The sky is green in this story.", f);
+    fclose(f);
+    return 0;
+}
+
+static int teardown(void **st) {
+    (void)st;
+    unlink(tiny);
+    unlink(bigctx);
+    unlink(smallctx);
+    return 0;
+}
+
+static void need(bool model) {
+    if (access(bin, X_OK) != 0) { print_message("no %s: skipping\n", bin); skip(); }
+    if (model && access(smol, R_OK) != 0) skip();
+}
+
+/* Run "bin ARGS" with stderr merged; output (truncated) into out; returns the exit status. */
+static int run(char *out, size_t cap, const char *fmt, ...) {
+    char args[4096], cmd[4608];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    print_message("$ smallkv %s -> %d\n%s", args, rc, out);
+    return rc;
+}
+
+static char out[1 << 16];
+
+/* an error: exit 1 and one line on stderr that contains `what` */
+static void expect_error(const char *what, const char *args) {
+    assert_int_equal(run(out, sizeof out, "%s", args), 1);
+    assert_non_null(strstr(out, what));
+    assert_int_equal((int)(strchr(out, '\n') - out + 1), (int)strlen(out));   /* one line */
+}
+
+static void test_missing_files(void **st) {
+    (void)st;
+    need(false);
+    expect_error("/nonexistent/model.gguf", "generate --llm /nonexistent/model.gguf --prompt hi");
+    expect_error("/nonexistent/model.gguf", "generate /nonexistent/model.gguf --prompt hi");
+    need(true);
+    char a[4096];
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --profile /nonexistent/p.skvprof --prompt hi", smol, smol);
+    expect_error("/nonexistent/p.skvprof", a);
+    snprintf(a, sizeof a, "generate --llm %s --context /nonexistent/ctx.txt --prompt hi", smol);
+    expect_error("/nonexistent/ctx.txt", a);
+}
+
+/* A copy of SmolLM2 with the last byte of the file (inside the last tensor) changed:
+ * same shapes and tokenizer, different weights, so a different weight fingerprint. */
+static int altered_copy(const char *src, const char *dst) {
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    int rc = -1;
+    if (!in || !out) goto done;
+    static char buf[1 << 20];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) goto done;
+    if (fseek(out, -1, SEEK_END) || fseek(in, -1, SEEK_END)) goto done;
+    int c = fgetc(in);
+    if (fseek(out, -1, SEEK_END) || fputc(c ^ 0x5a, out) == EOF) goto done;
+    rc = 0;
+done:
+    if (in) fclose(in);
+    if (out && fclose(out)) rc = -1;
+    return rc;
+}
+
+static void test_profile_other_models(void **st) {
+    (void)st;
+    need(true);
+    if (access(prof, R_OK) != 0) skip();
+    char a[4096], alt[256];
+    snprintf(alt, sizeof alt, "/tmp/skv_test_cli_alt_%d.gguf", (int)getpid());
+    assert_int_equal(altered_copy(smol, alt), 0);
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --profile %s --prompt hi -n 1", alt, smol, prof);
+    expect_error("made for a different LLM", a);
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --profile %s --prompt hi -n 1", smol, alt, prof);
+    expect_error("made for a different SLM", a);
+    unlink(alt);
+    /* a model without a tokenizer cannot be fingerprinted: still one clear line */
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --profile %s --prompt hi -n 1", tiny, tiny, prof);
+    expect_error("tokenizer", a);
+}
+
+static void test_prompt_errors(void **st) {
+    (void)st;
+    need(true);
+    char a[4096];
+    snprintf(a, sizeof a, "generate --llm %s --prompt ''", smol);
+    expect_error("empty", a);
+    snprintf(a, sizeof a, "generate --llm %s --ctx 8 --prompt 'one two three four five six seven eight nine ten'", smol);
+    expect_error("more than the --ctx limit", a);
+    snprintf(a, sizeof a, "generate --llm %s --context %s --prompt hi", smol, bigctx);
+    expect_error("more than the model's context", a);
+}
+
+static void test_budget_policy(void **st) {
+    (void)st;
+    need(true);
+    char a[4096];
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --budget 0 --prompt hi", smol);
+    expect_error("--budget 0 is not a fraction in (0, 1]", a);
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --budget 1.5 --prompt hi", smol);
+    expect_error("--budget 1.5 is not a fraction", a);
+    snprintf(a, sizeof a, "generate --llm %s --policy nosuch --budget 0.2 --prompt hi -n 1", smol);
+    expect_error("unknown KV policy 'nosuch'", a);
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --policy smallkv --prompt hi", smol, smol);
+    expect_error("needs --profile", a);
+    snprintf(a, sizeof a, "generate --llm %s --policy smallkv --prompt hi", smol);
+    expect_error("needs --slm", a);
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --combine nosuch --prompt hi -n 1", smol);
+    expect_error("unknown combine", a);
+}
+
+static void test_usage(void **st) {
+    (void)st;
+    need(false);
+    assert_int_equal(run(out, sizeof out, "generate --prompt hi"), 2);
+    assert_non_null(strstr(out, "missing --llm"));
+    assert_int_equal(run(out, sizeof out, "generate --llm x --bogus"), 2);
+    assert_non_null(strstr(out, "unknown option '--bogus'"));
+    assert_int_equal(run(out, sizeof out, "generate --llm x"), 2);
+    assert_int_equal(run(out, sizeof out, "generate --llm x --prompt hi -n"), 2);
+    assert_int_equal(run(out, sizeof out, "generate --help"), 0);
+    assert_non_null(strstr(out, "--context FILE"));
+    assert_int_equal(run(out, sizeof out, "profile --help"), 0);
+    assert_int_equal(run(out, sizeof out, "profile show"), 2);
+    assert_int_equal(run(out, sizeof out, "profile frob x"), 2);
+    expect_error("/nonexistent/p.skvprof", "profile show /nonexistent/p.skvprof");
+}
+
+static void test_profile_show(void **st) {
+    (void)st;
+    need(false);
+    if (access(prof, R_OK) != 0) skip();
+    char a[4096];
+    snprintf(a, sizeof a, "profile show %s", prof);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    assert_non_null(strstr(out, "LLM:"));
+    assert_non_null(strstr(out, "depth"));
+}
+
+static void test_runs(void **st) {
+    (void)st;
+    need(true);
+    char a[4096];
+    /* the old form: positional model, policy full */
+    snprintf(a, sizeof a, "generate %s --prompt 'The capital of France is' -n 3 --threads 2", smol);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    assert_non_null(strstr(out, "Paris"));
+    /* smallkv with the online mapping needs no profile; --stats lines */
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --policy smallkv --mapping online --budget 0.5 "
+             "--prompt 'The capital of France is' -n 3 --stats --threads 2", smol, smol);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    assert_non_null(strstr(out, "SLM weights"));
+    assert_non_null(strstr(out, "TTFT"));
+    assert_non_null(strstr(out, "TPOT"));
+    /* a compressed context answered twice, each from the same state */
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --budget 0.5 --context %s --prompt ' Alice has' "
+             "--prompt ' Bob has' -n 2 --stats --threads 2", smol, smallctx);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    assert_non_null(strstr(out, ">  Alice has"));
+    assert_non_null(strstr(out, ">  Bob has"));
+    assert_non_null(strstr(out, "context prefill"));
+    if (access(prof, R_OK) == 0) {
+        snprintf(a, sizeof a, "generate --llm %s --slm %s --profile %s --budget 0.3 --window 8 --combine mass "
+                 "--split adaptive --prompt 'The capital of France is' -n 2 --threads 2", smol, smol, prof);
+        assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_missing_files),
+        cmocka_unit_test(test_profile_other_models),
+        cmocka_unit_test(test_prompt_errors),
+        cmocka_unit_test(test_budget_policy),
+        cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_profile_show),
+        cmocka_unit_test(test_runs),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
