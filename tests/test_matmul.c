@@ -4,7 +4,7 @@
  * Tolerances (relative L2 error of y over each check):
  *   - integer decode dots vs. the exact dot of the dequantised weight row with the
  *     dequantised Q8 activation: 1e-5 (both are exact up to float rounding), which
- *     checks every block-layout detail of the AVX2 kernels;
+ *     checks every block-layout detail of the AVX2 kernels (1-row and 4-row);
  *   - decode GEMV (T < skv_matmul_gemm_min_t(type), Q8 activations) vs. reference: 5e-3 for 32-wide types and
  *     k-quants (quantising x to 8 bits; measured 0.8e-3 .. 1.7e-3, printed by the
  *     `report` case), 1e-5 for F32/F16/BF16 weights (float activations);
@@ -100,6 +100,9 @@ static void test_matmul_odd_shapes(void **state) {
     check_one(SKV_Q5_K, 7, 256, 129);
     check_one(SKV_Q6_K, 21, 512, 131);
     check_one(SKV_Q5_0, 9, 96, 65);
+    check_one(SKV_Q5_0, 203, 96, 1);      /* GEMV: 4-row kernels, 64-row chunks, row tail, odd blocks */
+    check_one(SKV_Q8_0, 130, 160, 2);
+    check_one(SKV_Q4_1, 66, 576, 1);
 }
 
 /* Each integer kernel against the exact dot of dequantised weights and the
@@ -110,7 +113,7 @@ static void test_vecdot_exact(void **state) {
         int type = types[ti % NTYPES];
         /* second pass: an odd number of blocks (the 2-blocks-per-step kernels' tail) */
         const int64_t n = ti < NTYPES ? 1024 : skv_type_block(type) >= 256 ? 768 : 992 + (type == SKV_F32 ? 5 : 0);
-        skv_weight W = make_weight(type, 3, n);
+        skv_weight W = make_weight(type, 4, n);
         float x[1024], xh[1024], w[1024];   /* n <= 1024 */
         for (int i = 0; i < n; i++) x[i] = frand() * (i % 5 == 0 ? 3.0f : 1.0f);
         uint8_t act[8192] __attribute__((aligned(32)));
@@ -133,13 +136,18 @@ static void test_vecdot_exact(void **state) {
         skv_vec_dot_fn dot = skv_vec_dot_for(type);
         assert_non_null(dot);
         size_t rb = skv_row_bytes(type, n);
-        for (int r = 0; r < 3; r++) {
+        skv_vec_dot4_fn dot4 = skv_vec_dot4_for(type);   /* the 4-row kernel, where the type has one */
+        float got4[4] = { 0 };
+        if (dot4) dot4(n, W.data, rb, act, got4);
+        for (int r = 0; r < 4; r++) {
             skv_weight_row(&W, r, w);
             double ref = 0, mag = 0;
             for (int i = 0; i < n; i++) { ref += (double)w[i] * xh[i]; mag += fabs((double)w[i] * xh[i]); }
             float got = dot(n, (const uint8_t *)W.data + r * rb, act);
             if (fabs(got - ref) > 1e-5 * mag)
                 fail_msg("%s row %d: dot %.7g vs exact %.7g (mag %.3g)", skv_type_name(type), r, got, ref, mag);
+            if (dot4 && fabs(got4[r] - ref) > 1e-5 * mag)
+                fail_msg("%s row %d: 4-row dot %.7g vs exact %.7g (mag %.3g)", skv_type_name(type), r, got4[r], ref, mag);
         }
         free((void *)W.data);
     }

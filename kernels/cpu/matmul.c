@@ -3,8 +3,9 @@
  *
  *   skv_matmul_ref  plain loops over skv_dequant_row chunks, double accumulators.
  *   GEMV (T < skv_matmul_gemm_min_t(type)): each x row is quantised once (vecdot.h: Q8_0/Q8_K or float),
- *       then OpenMP over weight rows; each weight row is dotted with all T activation rows
- *       while it sits in L1.
+ *       then OpenMP over chunks of GEMV_CHUNK contiguous weight rows (one thread for matrices
+ *       under 64 KiB); inside a chunk the 32-wide types use the 4-row kernels (skv_vec_dot4_for),
+ *       the rest the 1-row dots, for each of the T activation rows.
  *   GEMM (larger T): OpenMP over panels of NR=16 weight rows (split along T
  *       too when there are few panels). For each KC-wide slice of the panel the 16 rows
  *       are dequantised once into a packed (KC, 16) float panel, then a 6x16 register-
@@ -85,6 +86,11 @@ void skv_weight_row(const skv_weight *W, int64_t row, float *out) {
 
 /* ---------------- decode GEMV ---------------- */
 
+/* Rows per OpenMP work item: a multiple of 4 (the 4-row kernels), big enough that the
+ * hardware prefetcher streams each item, small enough that a thread which loses its core
+ * on a shared machine does not hold up the others for long. */
+#define GEMV_CHUNK 64
+
 static int gemv(float *y, const float *x, const skv_weight *W, int T, skv_vec_dot_fn dot) {
     const int64_t rows = W->rows, cols = W->cols;
     const size_t rb = skv_row_bytes(W->type, cols);
@@ -95,11 +101,27 @@ static int gemv(float *y, const float *x, const skv_weight *W, int T, skv_vec_do
     if (!act) return -1;
     for (int t = 0; t < T; t++) skv_vec_quant_act(W->type, x + (size_t)t * cols, act + (size_t)t * ab, cols);
     const uint8_t *base = W->data;
-    /* dynamic chunks: a thread that loses its core (shared machines) does not stall the rest */
-    #pragma omp parallel for schedule(dynamic, 64)
-    for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *wr = base + (size_t)r * rb;
-        for (int t = 0; t < T; t++) y[(size_t)t * rows + r] = dot(cols, wr, act + (size_t)t * ab);
+    const skv_vec_dot4_fn dot4 = skv_vec_dot4_for(W->type);
+    const int64_t chunks = (rows + GEMV_CHUNK - 1) / GEMV_CHUNK;
+    /* one thread for small matrices: the fork/join costs more than the work */
+    const int par = (size_t)rows * rb >= ((size_t)64 << 10) && chunks > 1;
+    #pragma omp parallel for schedule(dynamic, 1) if (par)
+    for (int64_t c = 0; c < chunks; c++) {
+        const int64_t r1 = (c + 1) * GEMV_CHUNK < rows ? (c + 1) * GEMV_CHUNK : rows;
+        int64_t r = c * GEMV_CHUNK;
+        for (int t = 0; t < T; t++) {
+            const uint8_t *xa = act + (size_t)t * ab;
+            float *yt = y + (size_t)t * rows;
+            int64_t rr = r;
+            if (dot4) {
+                float o[4];
+                for (; rr + 4 <= r1; rr += 4) {
+                    dot4(cols, base + (size_t)rr * rb, rb, xa, o);
+                    memcpy(yt + rr, o, sizeof o);
+                }
+            }
+            for (; rr < r1; rr++) yt[rr] = dot(cols, base + (size_t)rr * rb, xa);
+        }
     }
     free(act);
     return 0;

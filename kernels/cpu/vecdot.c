@@ -47,6 +47,17 @@ skv_vec_dot_fn skv_vec_dot_for(int wtype) {
     }
 }
 
+skv_vec_dot4_fn skv_vec_dot4_for(int wtype) {
+    switch (wtype) {
+    case SKV_Q4_0: return skv_vec_dot4_q4_0;
+    case SKV_Q4_1: return skv_vec_dot4_q4_1;
+    case SKV_Q5_0: return skv_vec_dot4_q5_0;
+    case SKV_Q5_1: return skv_vec_dot4_q5_1;
+    case SKV_Q8_0: return skv_vec_dot4_q8_0;
+    default: return NULL;
+    }
+}
+
 float skv_vec_dot_f32(int64_t n, const void *w, const void *xa) {
     const float *a = w, *x = xa;
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();

@@ -32,6 +32,14 @@ typedef float (*skv_vec_dot_fn)(int64_t n, const void *w, const void *xa);
 /* NULL if the type has no fast path. */
 skv_vec_dot_fn skv_vec_dot_for(int wtype);
 
+/* dot of 4 weight rows (row r at w + r*stride bytes) with one activation row -> out[0..3].
+ * The activation loads and scale pairs are shared by the 4 rows and the 4 horizontal
+ * sums are done together, so this is the GEMV's main kernel; same results as 4 calls
+ * of the 1-row dot up to float rounding. */
+typedef void (*skv_vec_dot4_fn)(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
+/* NULL if the type has no 4-row kernel (the GEMV then uses the 1-row dot). */
+skv_vec_dot4_fn skv_vec_dot4_for(int wtype);
+
 /* Activation quantisers (AVX2). */
 void skv_quant_q8a(const float *x, skv_q8a *dst, int64_t n);
 void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n);
@@ -45,6 +53,11 @@ float skv_vec_dot_q8_0(int64_t n, const void *w, const void *xa);
 float skv_vec_dot_q4_K(int64_t n, const void *w, const void *xa);
 float skv_vec_dot_q5_K(int64_t n, const void *w, const void *xa);
 float skv_vec_dot_q6_K(int64_t n, const void *w, const void *xa);
+void skv_vec_dot4_q4_0(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
+void skv_vec_dot4_q4_1(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
+void skv_vec_dot4_q5_0(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
+void skv_vec_dot4_q5_1(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
+void skv_vec_dot4_q8_0(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
 float skv_vec_dot_f32(int64_t n, const void *w, const void *xa);
 float skv_vec_dot_f16(int64_t n, const void *w, const void *xa);
 float skv_vec_dot_bf16(int64_t n, const void *w, const void *xa);

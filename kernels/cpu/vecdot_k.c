@@ -116,41 +116,50 @@ float skv_vec_dot_q5_K(int64_t n, const void *w, const void *xa) {
     return dot_q45_K(n, (const uint8_t *)&b[0].d, b[0].scales, b[0].qh, b[0].qs, sizeof(block_q5_K), xa);
 }
 
+/* Q6_K: per half h (128 weights) the 4 vectors of 6-bit quants are rebuilt from ql (low
+ * nibbles) and qh (2 bits each, shifted into place with one shift + mask); the pair of
+ * 16-group scales of each 32 weights is picked from the (int16, both lanes) scale vector
+ * with one byte shuffle; the -32 offset (32 * sum_g sc_g * bsums_g) stays a vector. */
 float skv_vec_dot_q6_K(int64_t n, const void *w, const void *xa) {
     const block_q6_K *b = w;
     const block_q8_K *y = xa;
-    const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+    const __m256i low4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    /* int16 scale 2k in lane 0 and 2k+1 in lane 1 (of the 8 scales of one half) */
+    static const uint8_t pick[4][32] __attribute__((aligned(32))) = {
+#define P(k) { 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, \
+               4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, \
+               4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, \
+               4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3 }
+        P(0), P(1), P(2), P(3)
+#undef P
+    };
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const uint8_t *ql = b[i].ql, *qh = b[i].qh;
-        const int8_t *sc = b[i].scales, *qy = y[i].qs;
-        /* the -32 offset: 32 * sum_i sc_i * bsums_i */
-        __m256i scv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-        __m256i bsv = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        int off = skv_hsum8i(_mm256_madd_epi16(scv, bsv));
-        __m256i sumi = _mm256_setzero_si256();
+        const int8_t *qy = y[i].qs;
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)b[i].scales);
+        /* the -32 offset: 32 * sum_g sc_g * bsums_g, as 8 int32 lanes */
+        __m256i sumi = _mm256_slli_epi32(
+            _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)y[i].bsums)), 5);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
         for (int h = 0; h < 2; h++) {
+            const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sc8, 8) : sc8));
             __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 64 * h));
             __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 64 * h + 32));
             __m256i hh = _mm256_loadu_si256((const __m256i *)(qh + 32 * h));
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(hh, three), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 2), three), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 4), three), 4));
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hh, 4), m30));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hh, 2), m30));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hh, m30));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hh, 6), three), 4));
+                                   _mm256_and_si256(_mm256_srli_epi16(hh, 2), m30));
             for (int k = 0; k < 4; k++) {
-                int s0 = sc[8 * h + 2 * k], s1 = sc[8 * h + 2 * k + 1];
-                __m256i scale = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+                __m256i scale = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)pick[k]));
                 __m256i yv = _mm256_loadu_si256((const __m256i *)(qy + 128 * h + 32 * k));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yv), scale));
             }
         }
-        float d = skv_h2f(b[i].d) * y[i].d;
-        sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * off, 0, 0, 0, 0, 0, 0, 0));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(skv_h2f(b[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return skv_hsum8(acc);
 }
