@@ -173,3 +173,52 @@ valgrind: all
 	BUILD=$(BUILD) tests/valgrind.sh
 
 -include $(shell find build build-san build-fuzz build-cuda build-san-cuda -name '*.d' 2>/dev/null)
+
+# ---- evaluation (smallkv eval; docs/results.md) ----
+#   make eval-quick   test pair (SmolLM2 as SLM and LLM), reduced grid, minutes on 2 cores
+#   make eval         evaluation pair (Qwen2.5-Coder 0.5B SLM, 1.5B LLM), in resumable pieces:
+#                     make eval-fidelity eval-passkey eval-calibration eval-gsm8k eval-bbh
+#                     (each resumes its results/*.json; interrupt and rerun at will)
+EVAL_THREADS ?= 1
+EVAL_NICE    ?= nice -n 5
+SKV          := $(BUILD)/bin/smallkv
+SMOL         := models/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOL_PROF    := profiles/smollm2-135m-self.skvprof
+SMOL_MAP     := $(if $(wildcard $(SMOL_PROF)),--profile $(SMOL_PROF),--mapping online)
+QWEN_SLM     := models/qwen2.5-coder-0.5b.gguf
+QWEN_LLM     := models/qwen2.5-coder-1.5b.gguf
+QWEN_PROF    := profiles/qwen2.5-coder-0.5b-1.5b.skvprof
+QWEN_MAP     := $(if $(wildcard $(QWEN_PROF)),--profile $(QWEN_PROF),--mapping online)
+EVAL_POLICIES ?= full,streamingllm,h2o,snapkv,pyramidkv,adakv,ems,smallkv:sum,smallkv:mass
+EVAL_BUDGETS  ?= 0.05,0.1,0.2,0.4
+EVAL_LIMIT    ?= 20
+QUICK := $(EVAL_NICE) $(SKV) eval --llm $(SMOL) --slm $(SMOL) $(SMOL_MAP) --threads $(EVAL_THREADS)
+QEVAL := $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
+
+.PHONY: eval-quick eval eval-fidelity eval-passkey eval-calibration eval-gsm8k eval-bbh eval-report
+eval-quick: $(SKV)
+	@mkdir -p results
+	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
+	  --policies full,streamingllm,h2o,snapkv,pyramidkv,adakv,ems,smallkv:sum,smallkv:mass -o results/quick-fidelity.json
+	$(QUICK) passkey --lengths 1024 --depths 0,50,100 --budgets 0.2 \
+	  --policies full,h2o,snapkv,smallkv:sum -o results/quick-passkey.json
+	$(SKV) eval report results/quick-fidelity.json results/quick-passkey.json -o results/quick.md
+
+eval: eval-fidelity eval-passkey eval-calibration eval-gsm8k eval-bbh eval-report
+eval-fidelity: $(SKV)
+	@mkdir -p results
+	$(QEVAL) fidelity --policies $(EVAL_POLICIES) --budgets $(EVAL_BUDGETS) -o results/qwen-fidelity.json
+eval-passkey: $(SKV)
+	@mkdir -p results
+	$(QEVAL) passkey --policies $(EVAL_POLICIES) --budgets $(EVAL_BUDGETS) -o results/qwen-passkey.json
+eval-calibration: $(SKV)
+	@mkdir -p results
+	$(if $(wildcard $(QWEN_PROF)),$(QEVAL) calibration --budgets 0.1,0.2 -o results/qwen-calibration.json,@echo "eval-calibration: $(QWEN_PROF) missing, skipped")
+eval-gsm8k: $(SKV)
+	@mkdir -p results
+	$(QEVAL) gsm8k --policies $(EVAL_POLICIES) --budgets $(EVAL_BUDGETS) --limit $(EVAL_LIMIT) -o results/qwen-gsm8k.json
+eval-bbh: $(SKV)
+	@mkdir -p results
+	$(QEVAL) bbh --policies $(EVAL_POLICIES) --budgets $(EVAL_BUDGETS) --limit $(EVAL_LIMIT) -o results/qwen-bbh.json
+eval-report: $(SKV)
+	$(SKV) eval report $(wildcard results/qwen-*.json) -o docs/results-qwen.md

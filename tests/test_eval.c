@@ -1,0 +1,252 @@
+/* test_eval.c: the evaluation harness (runtime/eval_*.c, runtime/cli/eval*.c):
+ *   - KL / top-1 / perplexity on hand-made distributions, the p95 quantile;
+ *   - answer extraction and exact match (gsm8k, bbh, passkey);
+ *   - the results store: add, replace, atomic save, reload;
+ *   - policy specs parse into canonical labels, bad modifiers are refused;
+ *   - fidelity on a tiny random model: full vs the full-cache reference is exact (KL 0,
+ *     top-1 100%), a 30% H2O cache is not;
+ *   - resume: `smallkv eval` rerun on its own output adds only the missing cells and leaves
+ *     the finished ones untouched (SmolLM2; skipped without the model or the binary). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "../runtime/eval_metrics.h"
+#include "../runtime/eval_run.h"
+#include "../runtime/eval_store.h"
+#include "../runtime/util.h"
+#include "support/tiny_model.h"
+
+static void test_kl_math(void **st) {
+    (void)st;
+    float r[3] = {logf(0.5f), logf(0.25f), logf(0.25f)};
+    float q[3] = {logf(0.25f) + 7, logf(0.5f) + 7, logf(0.25f) + 7};   /* shifted logits: same distribution */
+    skv_step_cmp c;
+    skv_compare_logits(r, q, 3, 1, &c);
+    double kl = 0.5 * log(0.5 / 0.25) + 0.25 * log(0.25 / 0.5);
+    assert_true(fabs(c.kl - kl) < 1e-6);
+    assert_false(c.top1);
+    assert_true(fabs(c.nll_ref - log(4.0)) < 1e-6);
+    assert_true(fabs(c.nll_pol - log(2.0)) < 1e-6);
+    /* identical distributions: KL 0, top-1 agrees */
+    skv_compare_logits(r, r, 3, 0, &c);
+    assert_true(c.kl == 0);
+    assert_true(c.top1);
+    /* accumulate: steps with nll log 4 and log 2 -> ppl = exp(mean) = sqrt(8) */
+    skv_fid_acc a = {0};
+    skv_compare_logits(r, q, 3, 1, &c);
+    assert_int_equal(skv_fid_add(&a, &c), 0);
+    skv_compare_logits(r, r, 3, 0, &c);   /* nll log 2 both */
+    assert_int_equal(skv_fid_add(&a, &c), 0);
+    skv_fid_summary s;
+    skv_fid_summarize(&a, &s);
+    assert_int_equal(s.steps, 2);
+    assert_true(fabs(s.kl_mean - kl / 2) < 1e-6);
+    assert_true(fabs(s.top1 - 0.5) < 1e-12);
+    assert_true(fabs(s.ppl_ref - sqrt(8.0)) < 1e-5);   /* nll_ref: log 4, log 2 */
+    assert_true(fabs(s.ppl_pol - 2.0) < 1e-5);         /* nll_pol: log 2, log 2 */
+    assert_true(fabs(s.ppl_ratio - 2.0 / sqrt(8.0)) < 1e-5);
+    skv_fid_free(&a);
+    double v[100];
+    for (int i = 0; i < 100; i++) v[i] = 100 - i;
+    assert_true(skv_quantile(v, 100, 0.95) == 95);
+    assert_true(skv_quantile(v, 100, 1.0) == 100);
+    assert_true(skv_quantile(v, 0, 0.95) == 0);
+}
+
+static void test_answers(void **st) {
+    (void)st;
+    char b[64];
+    assert_true(skv_extract_gsm8k(" She has 3 + 4 = 7 apples. The answer is 1,234.\n\nQuestion:", b, sizeof b));
+    assert_string_equal(b, "1234");
+    assert_true(skv_extract_gsm8k("so 12.50 dollars", b, sizeof b));
+    assert_string_equal(b, "12.5");
+    assert_true(skv_extract_gsm8k("The answer is $18.00.", b, sizeof b));
+    assert_string_equal(b, "18");
+    assert_false(skv_extract_gsm8k("no digits here", b, sizeof b));
+    assert_true(skv_gsm8k_gold("x\n#### 72", b, sizeof b));
+    assert_string_equal(b, "72");
+    assert_true(skv_extract_bbh("steps... So the answer is (D).\n\nQ: next", b, sizeof b));
+    assert_string_equal(b, "(D)");
+    assert_true(skv_bbh_match(b, "(D)"));
+    assert_true(skv_bbh_match("D", "(D)"));
+    assert_false(skv_bbh_match("(C)", "(D)"));
+    assert_true(skv_extract_bbh("So the answer is -24.", b, sizeof b));
+    assert_true(skv_bbh_match(b, "-24"));
+    assert_false(skv_bbh_match("24", "-24"));
+    assert_true(skv_first_digits(" 58213. Remember", b, sizeof b));
+    assert_string_equal(b, "58213");
+}
+
+static void test_store(void **st) {
+    (void)st;
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/skv_test_eval_%d.json", (int)getpid());
+    unlink(path);
+    skv_eval_store *s = skv_store_open(path);
+    assert_non_null(s);
+    assert_int_equal(skv_store_count(s), 0);
+    assert_int_not_equal(access(path, F_OK), 0);   /* nothing written yet */
+    for (int i = 0; i < 3; i++) {
+        cJSON *r = cJSON_CreateObject();
+        char key[32];
+        snprintf(key, sizeof key, "k%d", i);
+        cJSON_AddStringToObject(r, "key", key);
+        cJSON_AddNumberToObject(r, "v", i);
+        assert_int_equal(skv_store_add(s, r), 0);
+    }
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "key", "k1");
+    cJSON_AddNumberToObject(r, "v", 10);
+    assert_int_equal(skv_store_add(s, r), 0);    /* replaces */
+    assert_int_equal(skv_store_count(s), 3);
+    assert_int_equal(skv_store_add(s, cJSON_CreateObject()), -1);   /* no key */
+    skv_store_free(s);
+    s = skv_store_open(path);
+    assert_non_null(s);
+    assert_int_equal(skv_store_count(s), 3);
+    assert_true(skv_store_has(s, "k0") && skv_store_has(s, "k2") && !skv_store_has(s, "k3"));
+    assert_int_equal((int)cJSON_GetObjectItem(skv_store_find(s, "k1"), "v")->valuedouble, 10);
+    skv_store_free(s);
+    /* not a results file */
+    FILE *f = fopen(path, "w");
+    fputs("{\"records\": []}", f);
+    fclose(f);
+    assert_null(skv_store_open(path));
+    unlink(path);
+}
+
+static void test_policy_specs(void **st) {
+    (void)st;
+    skv_eval_pol p;
+    skv_eval_pol_default(&p);
+    assert_int_equal(skv_eval_pol_parse("h2o", &p), 0);
+    assert_string_equal(p.label, "h2o");
+    skv_eval_pol_default(&p);
+    assert_int_equal(skv_eval_pol_parse("smallkv:mass:online:nomarg:slmb=0.4", &p), 0);
+    assert_string_equal(p.label, "smallkv:mass:online:nomarg:slmb=0.4");
+    assert_true(p.online && p.popts.no_marginal && p.popts.combine == SKV_COMBINE_MASS);
+    skv_eval_pol_default(&p);
+    assert_int_equal(skv_eval_pol_parse("smallkv", &p), 0);
+    assert_string_equal(p.label, "smallkv:sum:profile");
+    skv_eval_pol_default(&p);
+    assert_int_equal(skv_eval_pol_parse("h2o:mass", &p), -1);
+    assert_int_equal(skv_eval_pol_parse("nosuch", &p), -1);
+    assert_int_equal(skv_eval_pol_parse("smallkv:depth=x", &p), -1);
+}
+
+static void test_fidelity_tiny(void **st) {
+    (void)st;
+    tiny_model *t = tiny_model_new(SKV_ARCH_LLAMA, 42, 0, SKV_F32);
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/skv_test_eval_%d.gguf", (int)getpid());
+    assert_non_null(t);
+    assert_int_equal(tiny_model_write_gguf(t, path, SKV_F32), 0);
+    tiny_model_free(t);
+    skv_model *m = skv_model_load_gguf(path);
+    unlink(path);
+    assert_non_null(m);
+    const int N = 96, P = 48, V = m->cfg.vocab;
+    int toks[96];
+    uint32_t seed = 7;
+    for (int i = 0; i < N; i++) { seed = seed * 1664525u + 1013904223u; toks[i] = (int)((seed >> 8) % (uint32_t)V); }
+    int *map = malloc(sizeof(int) * m->cfg.n_layer * m->cfg.n_head);
+    for (int i = 0; i < m->cfg.n_layer * m->cfg.n_head; i++) map[i] = i;
+    skv_eval_ctx c = {.llm = m, .slm = m, .map = map, .kv_f16 = false, .T_max = 32};
+    skv_eval_pol pf, ph, ps;
+    skv_eval_pol_default(&pf); skv_eval_pol_default(&ph); skv_eval_pol_default(&ps);
+    assert_int_equal(skv_eval_pol_parse("full", &pf), 0);
+    assert_int_equal(skv_eval_pol_parse("h2o", &ph), 0);
+    assert_int_equal(skv_eval_pol_parse("smallkv:mass", &ps), 0);
+    skv_fid_cell cells[3] = {{.pol = &pf, .budget = 1}, {.pol = &ph, .budget = 0.3}, {.pol = &ps, .budget = 0.3}};
+    assert_int_equal(skv_eval_fidelity(&c, toks, N, P, cells, 3, NULL, NULL, NULL), 0);
+    skv_fid_summary s[3];
+    for (int i = 0; i < 3; i++) { skv_fid_summarize(&cells[i].acc, &s[i]); skv_fid_free(&cells[i].acc); }
+    assert_int_equal(s[0].steps, N - 1 - P);
+    assert_true(s[0].kl_mean == 0 && s[0].top1 == 1 && s[0].ppl_ratio == 1);
+    assert_true(s[1].kl_mean > 0);
+    assert_true(s[2].kl_mean >= 0 && isfinite(s[2].kl_mean));
+    assert_true(cells[1].mem.hot_used < cells[0].mem.hot_used);
+    /* bad arguments */
+    assert_int_equal(skv_eval_fidelity(&c, toks, P + 1, P, cells, 1, NULL, NULL, NULL), -1);
+    free(map);
+    skv_model_free(m);
+}
+
+/* ---- resume, end to end through the CLI ---- */
+
+static int count_new(const char *cmd) {
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    char line[1024];
+    int n = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, " new)");
+        if (p) { while (p > line && p[-1] != '(') p--; n = atoi(p); }
+    }
+    return pclose(f) == 0 ? n : -2;
+}
+
+static char *record_text(const char *path, const char *policy) {
+    skv_eval_store *s = skv_store_load(path);
+    if (!s) return NULL;
+    char *out = NULL;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, s->records)
+        if (!strcmp(cJSON_GetObjectItem(r, "policy")->valuestring, policy)) out = cJSON_PrintUnformatted(r);
+    skv_store_free(s);
+    return out;
+}
+
+static void test_resume(void **st) {
+    (void)st;
+    const char *b = getenv("BUILD"), *d = getenv("SKV_MODELS_DIR");
+    char bin[512], model[512], out[256], cmd[2048];
+    snprintf(bin, sizeof bin, "%s/bin/smallkv", b ? b : "build");
+    snprintf(model, sizeof model, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", d ? d : "models");
+    if (access(bin, X_OK) || access(model, R_OK) || access("../shared/data/wikitext2/wiki.test.raw", R_OK)) {
+        print_message("needs %s, %s and ../shared/data: skipping\n", bin, model);
+        skip();
+    }
+    snprintf(out, sizeof out, "/tmp/skv_test_eval_resume_%d.json", (int)getpid());
+    unlink(out);
+    const char *common = "--tokens 40 --prefill 32 --corpora wikitext2 --budgets 0.5 --threads 1";
+    snprintf(cmd, sizeof cmd, "%s eval fidelity --llm %s %s --policies full,h2o -o %s 2>/dev/null", bin, model, common, out);
+    assert_int_equal(count_new(cmd), 2);
+    char *h2o = record_text(out, "h2o");
+    assert_non_null(h2o);
+    /* the same grid again: nothing to do */
+    assert_int_equal(count_new(cmd), 0);
+    /* a bigger grid: only the missing cell runs, the finished ones stay as they were */
+    snprintf(cmd, sizeof cmd, "%s eval fidelity --llm %s %s --policies full,h2o,streamingllm -o %s 2>/dev/null", bin, model,
+             common, out);
+    assert_int_equal(count_new(cmd), 1);
+    char *again = record_text(out, "h2o");
+    assert_non_null(again);
+    assert_string_equal(h2o, again);
+    free(h2o);
+    free(again);
+    skv_eval_store *s = skv_store_load(out);
+    assert_non_null(s);
+    assert_int_equal(skv_store_count(s), 3);
+    skv_store_free(s);
+    unlink(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kl_math),
+        cmocka_unit_test(test_answers),
+        cmocka_unit_test(test_store),
+        cmocka_unit_test(test_policy_specs),
+        cmocka_unit_test(test_fidelity_tiny),
+        cmocka_unit_test(test_resume),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
