@@ -50,6 +50,11 @@ MPICC   ?= mpicc
 ifeq ($(MPI),1)
 TOOLS    += $(BUILD)/bin/calibrate-mpi
 endif
+# CUDA=1: also the GPU benchmark build-cuda/bin/bench_cuda (bench/bench_cuda.c, run by
+# scripts/gpu-check.sh)
+ifeq ($(CUDA),1)
+TOOLS    += $(BUILD)/bin/bench_cuda
+endif
 CLI_SRC  := $(filter-out runtime/cli/smallkv.c,$(wildcard runtime/cli/*.c))
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 

@@ -4,7 +4,8 @@
 #   2. build the CUDA test (make CUDA=1, build-cuda/)        -> OUTDIR/build.log
 #   3. run build-cuda/tests/test_cuda (CUDA vs CPU kernels)  -> OUTDIR/test_cuda.log
 #   4. if a GPU benchmark target exists (build-cuda/bin/bench_cuda), build and run it
-#                                                            -> OUTDIR/bench.log
+#                                                            -> OUTDIR/bench.log (Markdown table),
+#                                                               OUTDIR/bench_cuda.json (its JSON line)
 #   5. optional (GPU_CHECK_SANITIZER=1): test_cuda under compute-sanitizer -> OUTDIR/sanitizer.log
 # and a summary OUTDIR/results.json. Every step has a timeout; a step that would start
 # past the overall budget is recorded as "not run". Exit status 0 ("ok": true) when the
@@ -65,8 +66,13 @@ BENCH_RC=-1 BENCH_S=0 BENCH_NOTE="no GPU benchmark target (build-cuda/bin/bench_
 if make -n CUDA=1 build-cuda/bin/bench_cuda >/dev/null 2>&1; then
     run_step bench_build 120 "$OUT/bench_build.log" make -j"$JOBS" CUDA=1 build-cuda/bin/bench_cuda
     if [ "$RC" -eq 0 ]; then
-        run_step bench 120 "$OUT/bench.log" build-cuda/bin/bench_cuda
+        run_step bench 120 "$OUT/bench.log" build-cuda/bin/bench_cuda --budget 90 ${GPU_CHECK_BENCH_ARGS:-} --json "$OUT/bench_cuda.json"
         BENCH_RC=$RC BENCH_S=$SECS BENCH_NOTE="see bench.log"
+        # bench_cuda writes the JSON at the end; if it was cut short, keep whatever line it printed
+        if [ ! -s "$OUT/bench_cuda.json" ]; then
+            grep -E '^\{"bench_cuda"' "$OUT/bench.log" >"$OUT/bench_cuda.json" 2>/dev/null || rm -f "$OUT/bench_cuda.json"
+        fi
+        [ -s "$OUT/bench_cuda.json" ] && BENCH_NOTE="see bench.log and bench_cuda.json"
     else
         BENCH_RC=$RC BENCH_NOTE="bench build failed, see bench_build.log"
     fi

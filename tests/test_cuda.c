@@ -22,8 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/forward_cuda.h"
+#include "../runtime/util.h"
 #ifdef SKV_CUDA
 #include "../kernels/cuda/backend.h"
+#include "../runtime/forward.h"
 #include "../kernels/cpu/matmul.h"
 #include "../kernels/cpu/attention.h"
 #include "../kernels/cpu/compensate.h"
@@ -383,6 +386,250 @@ static void test_oom_reported(void **st) {
     print_message("expected error: %s\n", skv_last_error());
 }
 
+/* ---------------------------------------------------------------- forward pass (runtime/forward_cuda.c) */
+
+/* End-to-end tolerances for SmolLM2 (GPU forward vs the CPU forward, both with an fp16
+ * KV cache). NOT measured yet (written without a GPU): they reuse test_forward.c's bounds
+ * for the CPU's own paths (its Q8-activation decode differs from its prefill by up to 1.28,
+ * mean 0.16, over all logits), which cover the GPU's fp16 prefill GEMM (~1e-3 relative per
+ * product) and fp32-activation decode GEMV. Greedy tokens must agree at every step; a
+ * divergence is accepted only where the CPU's own top-2 margin is below FWD_TIE_MARGIN,
+ * and then the decode comparison stops there (printed). */
+#define FWD_MAX_TOL 1.5f
+#define FWD_MEAN_TOL 0.25f
+#define FWD_TIE_MARGIN 0.25f
+#define FWD_PREFILL 64
+#define FWD_DECODE 16
+#define FWD_BATCH_TOL 1e-3f     /* batched vs one-by-one GPU decode: the same GEMV per row */
+#define FWD_SCORE_TOL 2e-3f     /* colsum / lastrow of layers 0..1 vs the CPU, abs */
+
+static const char *models_dir(void) {
+    const char *d = getenv("SKV_MODELS_DIR");
+    return d && *d ? d : "models";
+}
+
+/* SmolLM2, or NULL (the caller skips) when the file is missing. */
+static skv_model *smol_or_null(void) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", models_dir());
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    fclose(f);
+    skv_model *m = skv_model_load(p);
+    if (!m) fail_msg("loading %s: %s", p, skv_last_error());
+    return m;
+}
+
+/* The 64 prompt ids of tests/golden/smollm2_logits.txt. */
+static void golden_ids(int *ids) {
+    FILE *f = fopen("tests/golden/smollm2_logits.txt", "r");
+    if (!f) fail_msg("tests/golden/smollm2_logits.txt: cannot open");
+    char line[8192];
+    bool got = false;
+    while (!got && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "ids ", 4)) continue;
+        char *p = line + 4;
+        for (int i = 0; i < FWD_PREFILL; i++) ids[i] = (int)strtol(p, &p, 10);
+        got = true;
+    }
+    fclose(f);
+    if (!got) fail_msg("tests/golden/smollm2_logits.txt: no ids line");
+}
+
+static int argmax_margin(const float *x, int n, float *margin) {
+    int a = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[a]) a = i;
+    float second = -INFINITY;
+    for (int i = 0; i < n; i++) if (i != a && x[i] > second) second = x[i];
+    *margin = x[a] - second;
+    return a;
+}
+
+/* max and mean |a - b| over n values */
+static void diff_stats(const float *a, const float *b, size_t n, float *mx, double *mean) {
+    float m = 0;
+    double s = 0;
+    for (size_t i = 0; i < n; i++) {
+        float d = fabsf(a[i] - b[i]);
+        if (!(d <= m)) m = d;
+        s += d;
+    }
+    *mx = m;
+    *mean = s / (double)n;
+}
+
+static void test_forward_smollm2(void **st) {
+    (void)st;
+    NEED_GPU();
+    skv_model *m = smol_or_null();
+    if (!m) { print_message("skipped: %s/SmolLM2-135M-Instruct.Q4_1.gguf missing\n", models_dir()); skip(); }
+    const int V = m->cfg.vocab, S = FWD_PREFILL + FWD_DECODE + 1;
+    int ids[FWD_PREFILL];
+    golden_ids(ids);
+    skv_state *cs = skv_state_new(m, S, FWD_PREFILL, true);
+    assert_non_null(cs);
+    skv_cuda_model *dm = skv_cuda_model_upload(m, 0);
+    if (!dm) fail_msg("%s", skv_last_error());
+    print_message("model on the device: %zu bytes\n", skv_cuda_model_bytes(dm));
+    skv_cuda_state *gs = skv_cuda_state_new(dm, S, FWD_PREFILL, true);
+    if (!gs) fail_msg("%s", skv_last_error());
+
+    /* prefill: all 64 rows of logits */
+    skv_fwd_opts all = {.logits = SKV_LOGITS_ALL};
+    CHECK0(skv_forward(cs, ids, FWD_PREFILL, &all));
+    CHECK0(skv_cuda_forward(gs, ids, FWD_PREFILL, &all));
+    assert_int_equal(gs->n_past, FWD_PREFILL);
+    float mx;
+    double mean;
+    diff_stats(gs->logits, cs->logits, (size_t)FWD_PREFILL * V, &mx, &mean);
+    int agree = 0;
+    for (int t = 0; t < FWD_PREFILL; t++) {
+        float mg, mc;
+        agree += argmax_margin(gs->logits + (size_t)t * V, V, &mg) == argmax_margin(cs->logits + (size_t)t * V, V, &mc);
+    }
+    print_message("prefill %d tokens: GPU vs CPU logits max abs %.4f, mean %.4f, argmax agree %d/%d (tol %.2f / %.2f)\n",
+                  FWD_PREFILL, mx, mean, agree, FWD_PREFILL, FWD_MAX_TOL, FWD_MEAN_TOL);
+    assert_true(mx <= FWD_MAX_TOL);
+    assert_true(mean <= FWD_MEAN_TOL);
+
+    /* greedy decode, each side from its own argmax */
+    float *cl = malloc((size_t)V * sizeof(float));
+    assert_non_null(cl);
+    memcpy(cl, cs->logits + (size_t)(FWD_PREFILL - 1) * V, (size_t)V * sizeof(float));
+    const float *gl = gs->logits + (size_t)(FWD_PREFILL - 1) * V;
+    float dmax = 0;
+    double dmean = 0;
+    int steps = 0;
+    skv_fwd_opts last = {.logits = SKV_LOGITS_LAST};
+    for (int i = 0; i < FWD_DECODE; i++) {
+        float mc, mg;
+        int tc = argmax_margin(cl, V, &mc), tg = argmax_margin(gl, V, &mg);
+        if (tc != tg) {
+            print_message("decode step %d: CPU token %d, GPU token %d, CPU top-2 margin %.4f\n", i, tc, tg, mc);
+            if (!(mc < FWD_TIE_MARGIN)) fail_msg("greedy tokens differ at step %d (CPU margin %.4f)", i, mc);
+            print_message("near tie: decode comparison stops at step %d\n", i);
+            break;
+        }
+        CHECK0(skv_forward(cs, &tc, 1, &last));
+        CHECK0(skv_cuda_forward(gs, &tg, 1, &last));
+        memcpy(cl, cs->logits, (size_t)V * sizeof(float));
+        gl = gs->logits;
+        diff_stats(gl, cl, (size_t)V, &mx, &mean);
+        if (mx > dmax) dmax = mx;
+        dmean += mean;
+        steps++;
+    }
+    print_message("decode %d steps: identical greedy tokens; logits max abs %.4f, mean %.4f\n", steps, dmax,
+                  steps ? dmean / steps : 0.0);
+    assert_true(dmax <= FWD_MAX_TOL);
+    assert_true(steps == 0 || dmean / steps <= FWD_MEAN_TOL);
+    assert_int_equal(gs->n_past, FWD_PREFILL + steps);
+    free(cl);
+
+    /* the attention hook is refused */
+    skv_fwd_opts hook = {.attn = (int (*)(void *, int, const float *, const float *, const float *, int, int, float *))1};
+    assert_int_equal(skv_cuda_forward(gs, ids, 1, &hook), -1);
+    print_message("expected error: %s\n", skv_last_error());
+
+    skv_cuda_state_free(gs);
+    skv_cuda_model_free(dm);
+    skv_state_free(cs);
+    skv_model_free(m);
+}
+
+/* n_layers early stop with colsum / lastrow on layers 0 and 1, vs the CPU. */
+static void test_forward_scores(void **st) {
+    (void)st;
+    NEED_GPU();
+    skv_model *m = smol_or_null();
+    if (!m) { print_message("skipped: model missing\n"); skip(); }
+    const int H = m->cfg.n_head, S = FWD_PREFILL + 1, L = m->cfg.n_layer;
+    int ids[FWD_PREFILL];
+    golden_ids(ids);
+    skv_cuda_model *dm = skv_cuda_model_upload(m, 0);
+    if (!dm) fail_msg("%s", skv_last_error());
+    skv_cuda_state *gs = skv_cuda_state_new(dm, S, FWD_PREFILL, true);
+    skv_state *cs = skv_state_new(m, S, FWD_PREFILL, true);
+    assert_non_null(gs);
+    assert_non_null(cs);
+    const size_t n = (size_t)H * S;
+    float **ccs = calloc(L, sizeof(float *)), **clr = calloc(L, sizeof(float *));
+    float **gcs = calloc(L, sizeof(float *)), **glr = calloc(L, sizeof(float *));
+    for (int l = 0; l < 2; l++) {
+        ccs[l] = calloc(n, sizeof(float)); clr[l] = calloc(n, sizeof(float));
+        gcs[l] = calloc(n, sizeof(float)); glr[l] = calloc(n, sizeof(float));
+    }
+    skv_fwd_opts co = {.logits = SKV_LOGITS_LAST, .n_layers = 2, .colsum = ccs, .lastrow = clr};
+    skv_fwd_opts go = {.logits = SKV_LOGITS_LAST, .n_layers = 2, .colsum = gcs, .lastrow = glr};
+    CHECK0(skv_forward(cs, ids, 40, &co));
+    CHECK0(skv_cuda_forward(gs, ids, 40, &go));
+    CHECK0(skv_forward(cs, ids + 40, 1, &co));           /* one decode step accumulates too */
+    CHECK0(skv_cuda_forward(gs, ids + 40, 1, &go));
+    for (int l = 0; l < 2; l++) {
+        float m1, m2;
+        double a1, a2;
+        diff_stats(gcs[l], ccs[l], n, &m1, &a1);
+        diff_stats(glr[l], clr[l], n, &m2, &a2);
+        print_message("layer %d: colsum max abs diff %.2e, lastrow %.2e (tol %.1e)\n", l, m1, m2, FWD_SCORE_TOL);
+        assert_true(m1 <= FWD_SCORE_TOL);
+        assert_true(m2 <= FWD_SCORE_TOL);
+    }
+    for (int l = 0; l < 2; l++) { free(ccs[l]); free(clr[l]); free(gcs[l]); free(glr[l]); }
+    free(ccs); free(clr); free(gcs); free(glr);
+    skv_cuda_state_free(gs);
+    skv_state_free(cs);
+    skv_cuda_model_free(dm);
+    skv_model_free(m);
+}
+
+/* A batch of 4 decode steps == the same steps one by one (GPU both). */
+static void test_forward_batch(void **st) {
+    (void)st;
+    NEED_GPU();
+    skv_model *m = smol_or_null();
+    if (!m) { print_message("skipped: model missing\n"); skip(); }
+    enum { N = 4 };
+    const int V = m->cfg.vocab, S = 48;
+    int ids[FWD_PREFILL];
+    golden_ids(ids);
+    skv_cuda_model *dm = skv_cuda_model_upload(m, 0);
+    if (!dm) fail_msg("%s", skv_last_error());
+    skv_cuda_batch *b = skv_cuda_batch_new(dm, N);
+    if (!b) fail_msg("%s", skv_last_error());
+    skv_cuda_state *a[N], *o[N];
+    int tok[N];
+    skv_fwd_opts none = {.logits = SKV_LOGITS_NONE}, last = {.logits = SKV_LOGITS_LAST};
+    for (int i = 0; i < N; i++) {
+        a[i] = skv_cuda_state_new(dm, S, 32, true);
+        o[i] = skv_cuda_state_new(dm, S, 32, true);
+        assert_non_null(a[i]);
+        assert_non_null(o[i]);
+        CHECK0(skv_cuda_forward(a[i], ids + i, 10 + 5 * i, &none));   /* different lengths */
+        CHECK0(skv_cuda_forward(o[i], ids + i, 10 + 5 * i, &none));
+        tok[i] = ids[40 + i];
+    }
+    for (int step = 0; step < 3; step++) {
+        CHECK0(skv_cuda_forward_batch(b, a, tok, N, NULL));
+        float worst = 0;
+        for (int i = 0; i < N; i++) {
+            CHECK0(skv_cuda_forward(o[i], &tok[i], 1, &last));
+            float mx;
+            double mean;
+            diff_stats(a[i]->logits, o[i]->logits, (size_t)V, &mx, &mean);
+            if (mx > worst) worst = mx;
+            assert_int_equal(a[i]->n_past, o[i]->n_past);
+            float mg;
+            tok[i] = argmax_margin(o[i]->logits, V, &mg);
+        }
+        print_message("batch step %d: max abs diff vs one-by-one %.2e (tol %.1e)\n", step, worst, FWD_BATCH_TOL);
+        assert_true(worst <= FWD_BATCH_TOL);
+    }
+    for (int i = 0; i < N; i++) { skv_cuda_state_free(a[i]); skv_cuda_state_free(o[i]); }
+    skv_cuda_batch_free(b);
+    skv_cuda_model_free(dm);
+    skv_model_free(m);
+}
+
 #else  /* !SKV_CUDA: every case skips */
 
 static void test_dequant_host(void **st) { (void)st; NEED_GPU(); }
@@ -392,8 +639,33 @@ static void test_ops(void **st) { (void)st; NEED_GPU(); }
 static void test_compensate(void **st) { (void)st; NEED_GPU(); }
 static void test_topk(void **st) { (void)st; NEED_GPU(); }
 static void test_oom_reported(void **st) { (void)st; NEED_GPU(); }
+static void test_forward_smollm2(void **st) { (void)st; NEED_GPU(); }
+static void test_forward_scores(void **st) { (void)st; NEED_GPU(); }
+static void test_forward_batch(void **st) { (void)st; NEED_GPU(); }
 
 #endif
+
+/* The device forward refuses what it cannot run, with a message naming the reason. Runs on
+ * every machine (it needs no model file and no GPU):
+ *   built without CUDA : "built without CUDA (make CUDA=1)"
+ *   CUDA, no GPU       : the CUDA failure (cudaGetDeviceCount ...)
+ *   CUDA and a GPU     : a model whose head_dim the kernels do not support */
+static void test_forward_refusals(void **st) {
+    (void)st;
+    skv_model fake = {0};
+    fake.cfg.n_layer = 1;
+    fake.cfg.n_head = fake.cfg.n_kv_head = 1;
+    fake.cfg.head_dim = 512;
+    skv_cuda_model *dm = skv_cuda_model_upload(&fake, 0);
+    assert_null(dm);
+    const char *e = skv_last_error();
+    print_message("expected error: %s\n", e);
+    if (!skv_cuda_built()) assert_non_null(strstr(e, "built without CUDA (make CUDA=1)"));
+    else assert_non_null(strstr(e, "CUDA"));
+#ifdef SKV_CUDA
+    if (skv_cuda_available()) assert_non_null(strstr(e, "head_dim 512"));
+#endif
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -404,6 +676,10 @@ int main(void) {
         cmocka_unit_test(test_compensate),
         cmocka_unit_test(test_topk),
         cmocka_unit_test(test_oom_reported),
+        cmocka_unit_test(test_forward_smollm2),
+        cmocka_unit_test(test_forward_scores),
+        cmocka_unit_test(test_forward_batch),
+        cmocka_unit_test(test_forward_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,24 @@ int cmd_ppl(int argc, char **argv);
 int cmd_eval(int argc, char **argv);   /* runtime/cli/eval.c */
 int cmd_profile(int argc, char **argv);
 
+/* `smallkv generate --device cuda` (runtime/cli/generate_cuda.c): policy full on the GPU,
+ * each prompt prefilled in a fresh sequence and answered. */
+#define CLI_GEN_CUDA_MAX_PROMPTS 64
+typedef struct {
+    const char *model;
+    const char **prompts;
+    int n_prompts;             /* <= CLI_GEN_CUDA_MAX_PROMPTS */
+    bool chat;
+    const char *system;
+    bool kv_f16;
+    int ctx;                   /* 0: what the input needs, at most the model's context */
+    int n_gen;
+    float temp;
+    unsigned long long rng;
+    bool stats;
+} cli_gen_cuda;
+int cli_generate_cuda(const cli_gen_cuda *a);
+
 /* Argument helpers: parse argv[*i + 1] as the value of option argv[*i] (advancing *i);
  * on a missing or bad value print the reason to stderr and return false. */
 bool cli_int(int argc, char **argv, int *i, long lo, long hi, int *out);

@@ -36,6 +36,8 @@ static const char *GEN_USAGE =
     "                   the model's context)\n"
     "  --kv f16|f32     KV element type (default f16)\n"
     "  --stats          per-tier memory, prefill/decode tokens/s, TTFT and TPOT on stderr\n"
+    "  --device cpu|cuda  where the forward pass runs (default cpu); cuda (make CUDA=1): policy\n"
+    "                   full only, --prompt only (no --context)\n"
     "policy options:\n"
     "  --sinks N --window N --pool N     kept first tokens (4), observation window (32),\n"
     "                                    SnapKV pooling kernel (7)\n"
@@ -118,6 +120,7 @@ static int tok_prompt(smallkv_pair *p, const char *text, bool chat, const char *
 
 int cmd_generate(int argc, char **argv) {
     const char *llm = NULL, *slm = NULL, *profile = NULL, *context = NULL, *system = NULL, *kv = "f16";
+    const char *device = "cpu";
     const char *prompts[MAX_PROMPTS];
     int n_prompts = 0, threads = 0, ctx = 0, seed = 1234;
     bool chat = false, budget_set = false, policy_set = false;
@@ -148,6 +151,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &threads);
         else if (!strcmp(a, "--ctx")) ok = cli_int(argc, argv, &i, 2, 1 << 24, &ctx);
         else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &kv);
+        else if (!strcmp(a, "--device")) ok = cli_str(argc, argv, &i, &device);
         else if (!strcmp(a, "--stats") || !strcmp(a, "--verbose") || !strcmp(a, "-v")) g.stats = true;
         else if (!strcmp(a, "--sinks")) ok = cli_int(argc, argv, &i, 0, 1 << 20, &o.sinks);
         else if (!strcmp(a, "--window")) ok = cli_int(argc, argv, &i, 1, 1 << 20, &o.window);
@@ -174,6 +178,8 @@ int cmd_generate(int argc, char **argv) {
     if (strcmp(kv, "f16") && strcmp(kv, "f32")) return cli_usage_error(GEN_USAGE, "generate: --kv must be f16 or f32, not '%s'", kv);
     if (system && !chat) return cli_usage_error(GEN_USAGE, "generate: --system needs --chat");
     if (profile && !slm) return cli_usage_error(GEN_USAGE, "generate: --profile needs --slm");
+    if (strcmp(device, "cpu") && strcmp(device, "cuda"))
+        return cli_usage_error(GEN_USAGE, "generate: --device must be cpu or cuda, not '%s'", device);
     if (!policy_set) o.policy = slm ? "smallkv" : "full";
     if (!budget_set && !strcmp(o.policy, "full")) budget = 1;
     o.budget = budget;
@@ -199,6 +205,18 @@ int cmd_generate(int argc, char **argv) {
     const char *files[] = {llm, slm, profile, context};
     for (int i = 0; i < 4; i++)
         if (files[i] && access(files[i], R_OK) != 0) { fprintf(stderr, "smallkv: %s: no such file or not readable\n", files[i]); return CLI_ERR; }
+    if (!strcmp(device, "cuda")) {
+        /* the GPU runs the full cache only (runtime/cli/generate_cuda.c) */
+        if (strcmp(o.policy, "full")) {
+            fprintf(stderr, "smallkv: --device cuda: policy %s is not available on the GPU yet (only full)\n", o.policy);
+            return CLI_ERR;
+        }
+        if (context) { fprintf(stderr, "smallkv: --device cuda: --context is not supported yet (use --prompt)\n"); return CLI_ERR; }
+        cli_gen_cuda gc = {.model = llm, .prompts = prompts, .n_prompts = n_prompts, .chat = chat, .system = system,
+                           .kv_f16 = !o.kv_f32, .ctx = ctx, .n_gen = g.n_gen, .temp = g.temp, .rng = g.rng,
+                           .stats = g.stats};
+        return cli_generate_cuda(&gc);
+    }
 
     int rc = CLI_ERR, n_ctx = 0, *cids = NULL, *pids[MAX_PROMPTS] = {0}, np[MAX_PROMPTS] = {0};
     char *ctext = NULL;

@@ -8,6 +8,7 @@
  * window. ppl = exp(total NLL / scored tokens). */
 #include "cli.h"
 #include "../forward.h"
+#include "../forward_cuda.h"
 #include "../tokenizer.h"
 #include "../util.h"
 #include <math.h>
@@ -22,6 +23,7 @@ static const char *PPL_USAGE =
     "  --max-tokens N   use only the first N tokens of FILE (default: all)\n"
     "  --threads N      OpenMP threads (default: all cores)\n"
     "  --kv f16|f32     KV cache element type (default f16)\n"
+    "  --device cpu|cuda  where the forward pass runs (default cpu; cuda needs make CUDA=1)\n"
     "Non-overlapping windows of N tokens, each scored at every position after its first\n"
     "(the model sees only its window); a short tail is dropped. Prints 'ppl X' on stdout;\n"
     "a progress line goes to stderr when it is a terminal.\n";
@@ -53,7 +55,7 @@ static int tokenize_file(const skv_tokenizer *tok, const char *text, size_t len,
 }
 
 int cmd_ppl(int argc, char **argv) {
-    const char *path = NULL, *file = NULL, *kv = "f16";
+    const char *path = NULL, *file = NULL, *kv = "f16", *device = "cpu";
     int ctx = 512, max_tokens = 0, threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -63,6 +65,7 @@ int cmd_ppl(int argc, char **argv) {
         else if (!strcmp(a, "--max-tokens")) ok = cli_int(argc, argv, &i, 2, 2147483647L, &max_tokens);
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &threads);
         else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &kv);
+        else if (!strcmp(a, "--device")) ok = cli_str(argc, argv, &i, &device);
         else if (a[0] == '-' && a[1]) return cli_usage_error(PPL_USAGE, "ppl: unknown option '%s'", a);
         else if (!path) path = a;
         else if (!file) file = a;
@@ -71,6 +74,10 @@ int cmd_ppl(int argc, char **argv) {
     }
     if (!path || !file) return cli_usage_error(PPL_USAGE, "ppl: needs MODEL and FILE");
     if (strcmp(kv, "f16") && strcmp(kv, "f32")) return cli_usage_error(PPL_USAGE, "ppl: --kv must be f16 or f32, not '%s'", kv);
+    if (strcmp(device, "cpu") && strcmp(device, "cuda"))
+        return cli_usage_error(PPL_USAGE, "ppl: --device must be cpu or cuda, not '%s'", device);
+    const bool cuda = !strcmp(device, "cuda");
+    if (cuda && !skv_cuda_built()) { fprintf(stderr, "smallkv: --device cuda: built without CUDA (make CUDA=1)\n"); return CLI_ERR; }
     cli_set_threads(threads);
 
     size_t len;
@@ -80,6 +87,8 @@ int cmd_ppl(int argc, char **argv) {
     if (!m) { free(text); return CLI_ERR; }
     int rc = CLI_ERR, *ids = NULL;
     skv_state *s = NULL;
+    skv_cuda_model *dm = NULL;
+    skv_cuda_state *gs = NULL;
     if (!m->tok) { fprintf(stderr, "smallkv: %s: the model has no tokenizer\n", path); goto done; }
     int n = tokenize_file(m->tok, text, len, max_tokens, &ids);
     if (n < 0) { cli_fail(file); goto done; }
@@ -87,8 +96,15 @@ int cmd_ppl(int argc, char **argv) {
     if (n < 2) { fprintf(stderr, "smallkv: %s: only %d tokens, nothing to score\n", file, n); goto done; }
     int W = n / ctx, win = ctx;
     if (W == 0) { W = 1; win = n; }
-    s = skv_state_new(m, win, win, strcmp(kv, "f16") == 0);
-    if (!s) { cli_fail(NULL); goto done; }
+    if (cuda) {
+        if (!(dm = skv_cuda_model_upload(m, 0)) || !(gs = skv_cuda_state_new(dm, win, win, strcmp(kv, "f16") == 0))) {
+            cli_fail("--device cuda");
+            goto done;
+        }
+    } else {
+        s = skv_state_new(m, win, win, strcmp(kv, "f16") == 0);
+        if (!s) { cli_fail(NULL); goto done; }
+    }
 
     const int V = m->cfg.vocab;
     const bool tty = isatty(2);
@@ -96,12 +112,14 @@ int cmd_ppl(int argc, char **argv) {
     long scored = 0;
     for (int w = 0; w < W; w++) {
         const int *x = ids + (size_t)w * win;
-        skv_state_reset(s);
         skv_fwd_opts o = {.logits = SKV_LOGITS_ALL};
-        if (skv_forward(s, x, win, &o) != 0) { cli_fail(NULL); goto done; }
+        if (cuda) skv_cuda_state_reset(gs);
+        else skv_state_reset(s);
+        if ((cuda ? skv_cuda_forward(gs, x, win, &o) : skv_forward(s, x, win, &o)) != 0) { cli_fail(NULL); goto done; }
+        const float *logits = cuda ? gs->logits : s->logits;
         double wn = 0;
         #pragma omp parallel for reduction(+ : wn) schedule(static)
-        for (int t = 0; t < win - 1; t++) wn += nll_row(s->logits + (size_t)t * V, V, x[t + 1]);
+        for (int t = 0; t < win - 1; t++) wn += nll_row(logits + (size_t)t * V, V, x[t + 1]);
         nll += wn;
         scored += win - 1;
         if (tty) {
@@ -116,6 +134,8 @@ int cmd_ppl(int argc, char **argv) {
     rc = CLI_OK;
 done:
     skv_state_free(s);
+    skv_cuda_state_free(gs);
+    skv_cuda_model_free(dm);
     free(ids);
     free(text);
     skv_model_free(m);

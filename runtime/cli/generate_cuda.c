@@ -1,0 +1,134 @@
+/* generate_cuda.c: `smallkv generate --device cuda`: greedy / sampled generation with the
+ * full KV cache on the GPU (runtime/forward_cuda.h). Policy full only (the compressed-cache
+ * policies run through the CPU attention hook); each --prompt is prefilled in a fresh
+ * sequence and answered. Tokenisation, BOS, chat template, stop tokens and sampling follow
+ * the CPU path (runtime/api.c) so that both devices produce the same text where the logits
+ * agree. Built without CUDA it reports "built without CUDA (make CUDA=1)". */
+#include "cli.h"
+#include "../forward_cuda.h"
+#include "../tokenizer.h"
+#include "../util.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Prompt ids as smallkv_tokenize / smallkv_tokenize_chat (api.c): the chat template parses
+ * special tokens and adds no BOS; plain text gets BOS when the tokenizer asks for it. */
+static int prompt_ids(const skv_tokenizer *tok, const char *text, bool chat, const char *system, int **out) {
+    char *t = chat ? skv_chat_prompt(tok, system, text) : skv_strdup(text);
+    if (!t) return -1;
+    const int bos = (!chat && skv_tok_add_bos(tok) && skv_tok_bos(tok) >= 0) ? 1 : 0;
+    int n = skv_tokenize(tok, t, strlen(t), chat, NULL, 0);
+    int *ids = n >= 0 ? skv_malloc(((size_t)n + 1) * sizeof(int), "prompt ids") : NULL;
+    if (ids && skv_tokenize(tok, t, strlen(t), chat, ids + bos, n) != n) {
+        skv_error("tokenizer: inconsistent counts");
+        free(ids);
+        ids = NULL;
+    }
+    free(t);
+    if (!ids) return -1;
+    if (bos) ids[0] = skv_tok_bos(tok);
+    *out = ids;
+    return n + bos;
+}
+
+/* smallkv_sample's rule (api.c): argmax, or for temperature > 0 the inverse CDF of
+ * softmax(x / T) with a xorshift64* uniform. */
+static int sample(const float *x, int V, float temperature, unsigned long long *rng) {
+    int tok = 0;
+    for (int i = 1; i < V; i++) if (x[i] > x[tok]) tok = i;
+    if (temperature > 0 && rng) {
+        unsigned long long r = *rng ? *rng : 0x9E3779B97F4A7C15ULL;
+        r ^= r >> 12; r ^= r << 25; r ^= r >> 27;
+        *rng = r;
+        double u = ((r * 2685821657736338717ULL) >> 11) * (1.0 / 9007199254740992.0), sum = 0, acc = 0;
+        const float mx = x[tok];
+        for (int i = 0; i < V; i++) sum += exp((x[i] - mx) / temperature);
+        u *= sum;
+        for (int i = 0; i < V; i++) {
+            acc += exp((x[i] - mx) / temperature);
+            if (acc >= u) { tok = i; break; }
+        }
+    }
+    return tok;
+}
+
+/* Prefill n ids in blocks of s->T_max; logits of the last token land in s->logits. */
+static int prefill(skv_cuda_state *s, const int *ids, int n) {
+    for (int i = 0; i < n; i += s->T_max) {
+        const int T = n - i < s->T_max ? n - i : s->T_max;
+        skv_fwd_opts o = {.logits = i + T == n ? SKV_LOGITS_LAST : SKV_LOGITS_NONE};
+        if (skv_cuda_forward(s, ids + i, T, &o) != 0) return -1;
+    }
+    return 0;
+}
+
+int cli_generate_cuda(const cli_gen_cuda *a) {
+    if (!skv_cuda_built()) {
+        fprintf(stderr, "smallkv: --device cuda: built without CUDA (make CUDA=1)\n");
+        return CLI_ERR;
+    }
+    skv_model *m = cli_load(a->model);
+    if (!m) return CLI_ERR;
+    int rc = CLI_ERR, *ids[CLI_GEN_CUDA_MAX_PROMPTS] = {0}, np[CLI_GEN_CUDA_MAX_PROMPTS] = {0}, longest = 0;
+    skv_cuda_model *dm = NULL;
+    skv_cuda_state *s = NULL;
+    unsigned long long rng = a->rng;
+    if (!m->tok) { fprintf(stderr, "smallkv: %s: the model has no tokenizer\n", a->model); goto done; }
+    for (int i = 0; i < a->n_prompts; i++) {
+        if ((np[i] = prompt_ids(m->tok, a->prompts[i], a->chat, a->system, &ids[i])) < 0) { cli_fail("tokenize"); goto done; }
+        if (np[i] == 0) { fprintf(stderr, "smallkv: prompt %d is empty (no tokens)\n", i + 1); goto done; }
+        if (np[i] > longest) longest = np[i];
+    }
+    const long need = (long)longest + a->n_gen + 1;
+    const int cap = a->ctx > 0 ? a->ctx : (int)(need < m->cfg.ctx_max ? need : m->cfg.ctx_max);
+    if (longest + 1 > cap) {
+        fprintf(stderr, "smallkv: the prompt has %d tokens, more than the %s of %d tokens\n", longest,
+                a->ctx > 0 ? "--ctx limit" : "model's context", cap);
+        goto done;
+    }
+    if (!(dm = skv_cuda_model_upload(m, 0)) || !(s = skv_cuda_state_new(dm, cap, cap < 512 ? cap : 512, a->kv_f16))) {
+        cli_fail("--device cuda");
+        goto done;
+    }
+    const int V = m->cfg.vocab;
+    for (int i = 0; i < a->n_prompts; i++) {
+        skv_cuda_state_reset(s);
+        if (a->n_prompts > 1) { printf("> %s\n", a->prompts[i]); fflush(stdout); }
+        double t0 = skv_now();
+        if (prefill(s, ids[i], np[i]) != 0) { cli_fail("--device cuda"); goto done; }
+        double t1 = skv_now();
+        int steps = 0;
+        for (int produced = 0; produced < a->n_gen; produced++) {
+            int next = sample(s->logits, V, a->temp, &rng);
+            if (skv_tok_is_stop(m->tok, next)) break;
+            size_t len = 0;
+            const char *b = skv_token_bytes(m->tok, next, &len);
+            if (b) { fwrite(b, 1, len, stdout); fflush(stdout); }
+            if (produced + 1 == a->n_gen) break;
+            if (s->n_past >= s->S_cap) { fprintf(stderr, "smallkv: the context of %d tokens is full\n", s->S_cap); goto done; }
+            skv_fwd_opts o = {.logits = SKV_LOGITS_LAST};
+            if (skv_cuda_forward(s, &next, 1, &o) != 0) { cli_fail("--device cuda"); goto done; }
+            steps++;
+        }
+        fputc('\n', stdout);
+        fflush(stdout);
+        if (a->stats) {
+            double t2 = skv_now();
+            fprintf(stderr, "[stats] device cuda, model on the device %.2f MiB\n",
+                    (double)skv_cuda_model_bytes(dm) / 1048576.0);
+            fprintf(stderr, "[stats] prefill %d tokens in %.3f s (%.1f tok/s)\n", np[i], t1 - t0,
+                    t1 > t0 ? np[i] / (t1 - t0) : 0.0);
+            fprintf(stderr, "[stats] decode %d steps in %.3f s (%.2f tok/s)\n", steps, t2 - t1,
+                    t2 > t1 ? steps / (t2 - t1) : 0.0);
+        }
+    }
+    rc = CLI_OK;
+done:
+    skv_cuda_state_free(s);
+    skv_cuda_model_free(dm);
+    for (int i = 0; i < a->n_prompts && i < CLI_GEN_CUDA_MAX_PROMPTS; i++) free(ids[i]);
+    skv_model_free(m);
+    return rc;
+}
