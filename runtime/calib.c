@@ -191,12 +191,16 @@ static int settings_diff(const skv_calib_settings *a, const skv_calib_settings *
 
 /* ---- accumulator ---- */
 
-static int setup_dims(skv_calib *c) {
+static void set_dims(skv_calib *c) {
     c->n_llm = c->llm.n_layer * c->llm.n_head;
     c->n_slm = c->slm.n_layer * c->slm.n_head;
     c->n_metrics = 0;
     for (int m = 0; m < SKV_METRIC_COUNT; m++)
         if (c->set.metrics & SKV_METRIC_BIT(m)) c->metric_ids[c->n_metrics++] = m;
+}
+
+static int setup_dims(skv_calib *c) {
+    set_dims(c);
     size_t n;
     if (!skv_mul_ok((size_t)c->n_llm * c->n_slm, (size_t)c->n_metrics * 2, &n)) return skv_error("calibration: size overflow");
     c->sums = skv_calloc(n, sizeof(int64_t), "calibration sums");
@@ -466,11 +470,28 @@ skv_calib *skv_calib_read(const char *path) {
     if (settings_valid(&c->set)) { skv_error_prefix("%s", path); goto fail; }
     if (skv_json_int(h, "tokens", 0, 1ll << 52, &v, path, NULL)) goto fail;
     c->tokens = v;
-    if (setup_dims(c)) goto fail;
     const cJSON *sh = skv_json_child(h, "shards", cJSON_Array, path, NULL), *e;
     const cJSON *wl = skv_json_child(h, "windows", cJSON_Array, path, NULL);
     if (!sh || !wl) goto fail;
     int nsh = cJSON_GetArraySize(sh), nw = cJSON_GetArraySize(wl);
+    {   /* Section sizes against the header before allocating anything the header sizes: a
+         * tampered header (up to 2^16 heads a side) must not make us allocate gigabytes. */
+        set_dims(c);
+        const skv_section *ss = skv_secfile_get(f, SEC_SUMS, path), *sw = skv_secfile_get(f, SEC_WSTA, path);
+        if (!ss || !sw) goto fail;
+        size_t want_s = 0, want_w = 0;
+        if (!skv_mul_ok((size_t)c->n_llm * c->n_slm, (size_t)c->n_metrics * 2 * sizeof(int64_t), &want_s) ||
+            ss->size != want_s) {
+            skv_error("%s: section 'SUMS' has %zu bytes, the header implies %zu", path, ss->size, want_s);
+            goto fail;
+        }
+        if (!skv_mul_ok((size_t)(nw > 0 ? nw : 0), (size_t)c->n_metrics * c->llm.n_layer * sizeof(float), &want_w) ||
+            sw->size != want_w) {
+            skv_error("%s: section 'WSTA' has %zu bytes, the header implies %zu", path, sw->size, want_w);
+            goto fail;
+        }
+    }
+    if (setup_dims(c)) goto fail;
     if (nsh < 1 || nsh > c->set.shard_count) { skv_error("%s: header field 'shards' has %d entries", path, nsh); goto fail; }
     if (nw > c->set.windows_planned) { skv_error("%s: header field 'windows' has more entries than planned", path); goto fail; }
     c->shards = skv_malloc((size_t)nsh * sizeof(int32_t), "shards");

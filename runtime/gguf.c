@@ -20,7 +20,8 @@
  * Tensor data pointers are aligned to the alignment (the map is page-aligned). The
  * metadata is parsed once at open (string arrays into gguf_str arrays pointing into
  * the map); tensor data pages are only touched by whoever reads them.
- * Numeric array data points into the map and may be unaligned: read it with memcpy. */
+ * Numeric array data points into the map and may be unaligned: read it with memcpy.
+ * gguf_open_memory parses a heap copy of a buffer with the same code (fuzzers, tests). */
 #include "gguf.h"
 #include "util.h"
 #include "../kernels/cpu/quant.h"
@@ -397,6 +398,31 @@ gguf_file *gguf_open(const char *path) {
     return f;
 }
 
+gguf_file *gguf_open_memory(const void *data, size_t size, const char *name) {
+    if (!name) name = "<memory>";
+    gguf_file *f = skv_calloc(1, sizeof *f, "gguf_file");
+    if (!f) return NULL;
+    f->path = skv_strdup(name);
+    if (!f->path) { free(f); return NULL; }
+    if (size == 0 || !data) {
+        skv_error("%s: not a GGUF file (empty)", name);
+        gguf_close(f);
+        return NULL;
+    }
+    /* an exact-size heap copy: the sanitizers then catch any read past the end */
+    void *copy = skv_aligned_alloc(size, "gguf memory copy");
+    if (!copy) { skv_error_prefix("%s", name); gguf_close(f); return NULL; }
+    memcpy(copy, data, size);
+    f->map = copy;
+    f->size = size;
+    f->heap_map = true;
+    if (parse(f) != 0) {
+        gguf_close(f);
+        return NULL;
+    }
+    return f;
+}
+
 void gguf_close(gguf_file *f) {
     if (!f) return;
     if (f->kv)
@@ -408,7 +434,8 @@ void gguf_close(gguf_file *f) {
     if (f->tensors)
         for (uint64_t i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
     free(f->tensors);
-    if (f->map) munmap(f->map, f->size);
+    if (f->map && f->heap_map) free(f->map);
+    else if (f->map) munmap(f->map, f->size);
     free(f->path);
     free(f);
 }

@@ -53,10 +53,15 @@ typedef struct {
     gguf_tensor *tensors;
     size_t alignment;
     size_t data_offset;
+    bool heap_map;         /* map is a heap copy (gguf_open_memory), freed with free() */
 } gguf_file;
 
 /* Open and validate. NULL with skv_last_error() on failure. */
 gguf_file *gguf_open(const char *path);
+/* The same from bytes in memory (copied into a 64-byte-aligned heap buffer, so tensor data
+ * is aligned to min(general.alignment, 64)); `name` stands for the path in messages
+ * (NULL: "<memory>"). Used by the fuzzers and tests. NULL with skv_last_error(). */
+gguf_file *gguf_open_memory(const void *data, size_t size, const char *name);
 void gguf_close(gguf_file *f);
 
 const gguf_kv *gguf_find(const gguf_file *f, const char *key);

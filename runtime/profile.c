@@ -199,8 +199,18 @@ skv_profile *skv_profile_load(const char *path) {
         goto fail;
     for (int m = 0; m < SKV_METRIC_COUNT; m++)
         if (p->calib.metrics & SKV_METRIC_BIT(m)) p->metric_ids[p->n_metrics++] = m;
-    if (alloc_arrays(p)) goto fail;
     size_t mat = (size_t)p->n_metrics * p->n_llm * p->n_slm;
+    {   /* the similarity sections must be as large as the header says before we allocate for
+         * them: a tampered header (up to 2^16 heads a side) must not cost gigabytes */
+        const skv_section *sm = skv_secfile_get(f, SEC_SIMM, path), *sd = skv_secfile_get(f, SEC_SSTD, path);
+        if (!sm || !sd) goto fail;
+        if (sm->size != mat * 4 || sd->size != mat * 4) {
+            skv_error("%s: section '%s' has %zu bytes, the header implies %zu", path, sm->size != mat * 4 ? "SIMM" : "SSTD",
+                      sm->size != mat * 4 ? sm->size : sd->size, mat * 4);
+            goto fail;
+        }
+    }
+    if (alloc_arrays(p)) goto fail;
     if (take(f, SEC_MAP, p->map, (size_t)p->n_llm * 4, path) ||
         take(f, SEC_MAPF, p->map_full, (size_t)p->n_llm * 4, path) ||
         take(f, SEC_MSIM, p->map_sim, (size_t)p->n_metrics * p->n_llm * 4, path) ||

@@ -9,6 +9,7 @@
 #define TABLE_ENTRY 40
 #define MAX_HEADER (64ull << 20)
 #define MAX_USIZE (1ull << 36)
+#define ZSTD_MAX_RATIO 32768ull   /* uncompressed bytes per stored byte, upper bound */
 
 uint64_t skv_fnv1a64(const void *data, size_t len) {
     const uint8_t *p = data;
@@ -128,7 +129,10 @@ skv_secfile *skv_secfile_read(const char *path, const char magic[8], uint32_t wa
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *e = buf + tab_off + (size_t)i * TABLE_ENTRY;
         uint64_t cs = get64(e + 16), us = get64(e + 8);
-        if (get32(e + 4) != 1 || us > MAX_USIZE || cs > MAX_USIZE || !skv_add_ok(end, (size_t)cs, &end)) {
+        /* zstd expands at most 32768:1 (an RLE block: 4 bytes -> 128 KiB), so a larger claimed
+         * size is a lie; refusing it here keeps a tiny file from making us allocate gigabytes */
+        if (get32(e + 4) != 1 || us > MAX_USIZE || cs > MAX_USIZE || us > cs * ZSTD_MAX_RATIO ||
+            !skv_add_ok(end, (size_t)cs, &end)) {
             skv_error("%s: corrupted %s: section %u has a bad table entry", path, what, i);
             goto fail;
         }

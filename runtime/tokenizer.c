@@ -254,7 +254,7 @@ int skv_tok_finish(skv_tokenizer *t, const char *src) {
             (t->tok_type[id] == SKV_TOKT_CONTROL || t->tok_type[id] == SKV_TOKT_USER)) t->special[n++] = id;
     t->n_special = n;
     sort_specials(t, t->special, n);
-    if (t->bos >= t->n_vocab) t->bos = -1;
+    if (t->bos >= t->n_vocab || t->bos < -1) t->bos = -1;   /* e.g. a u32 id >= 2^31 read as int */
     if (t->eos >= t->n_vocab || t->eos < -1) return skv_error("%s: eos id %d out of range", src, t->eos);
     if (t->eos < 0)   /* no explicit eos: the usual end-of-text token */
         for (int id = 0; id < t->n_vocab; id++)
@@ -343,7 +343,7 @@ skv_tokenizer *skv_tokenizer_from_gguf(const void *gguf) {
     bool ab = false;
     if (gguf_find(f, "tokenizer.ggml.add_bos_token") && gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &ab) == 0) t->add_bos = ab;
     if (gguf_find(f, "tokenizer.chat_template")) t->chat_template = gguf_get_str(f, "tokenizer.chat_template");
-    if (t->eot >= t->n_vocab) t->eot = -1;
+    if (t->eot >= t->n_vocab || t->eot < -1) t->eot = -1;
     if (skv_tok_finish(t, path)) goto fail;
     skv_clear_error();
     return t;
