@@ -68,7 +68,7 @@ typedef struct {
     double ems_tau;        /* EMS merge threshold (0.6) */
     const char *reduce;    /* query heads -> KV head: "sum" (default), "mean", "max" */
     /* SmallKV */
-    const char *combine;   /* "sum" (default), "mass", "renorm" */
+    const char *combine;   /* "renorm" (default, measured best), "sum", "mass" */
     const char *mapping;   /* "profile" (default; needs smallkv_pair_load_profile) or "online" */
     const char *split;     /* "fixed" (critical:recent:marginal 2:1:2, default) or "adaptive" */
     double recent;         /* recent share weight of the fixed split (1; critical 2, marginal 2) */

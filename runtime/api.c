@@ -154,7 +154,7 @@ void smallkv_options_default(smallkv_options *o) {
     o->ems_gamma = po.ems_gamma;
     o->ems_tau = po.ems_tau;
     o->reduce = "sum";
-    o->combine = "sum";
+    o->combine = "renorm";
     o->mapping = "profile";
     o->split = "fixed";
     o->recent = po.split_recent;
@@ -178,7 +178,7 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     }
     static const char *const reduces[] = {"sum", "mean", "max", NULL}, *const combines[] = {"sum", "mass", "renorm", NULL},
                              *const maps[] = {"profile", "online", NULL}, *const splits[] = {"fixed", "adaptive", NULL};
-    int red = pick(o.reduce ? o.reduce : "sum", reduces), comb = pick(o.combine ? o.combine : "sum", combines),
+    int red = pick(o.reduce ? o.reduce : "sum", reduces), comb = pick(o.combine ? o.combine : "renorm", combines),
         mp = pick(o.mapping ? o.mapping : "profile", maps), sp = pick(o.split ? o.split : "fixed", splits);
     if (red < 0) { skv_error("unknown reduce '%s' (sum, mean, max)", o.reduce); return NULL; }
     if (comb < 0) { skv_error("unknown combine '%s' (sum, mass, renorm)", o.combine); return NULL; }

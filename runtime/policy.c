@@ -20,7 +20,7 @@ void skv_policy_opts_default(skv_policy_opts *o) {
     o->reduce = SKV_REDUCE_SUM;
     o->split_crit = 2; o->split_recent = 1; o->split_marg = 2;
     o->adapt_crit_mass = 0.8f; o->adapt_marg_mass = 0.95f;
-    o->combine = SKV_COMBINE_SUM;
+    o->combine = SKV_COMBINE_RENORM;   /* measured best: docs/results.md */
 }
 
 static const struct { const char *name; int (*init)(skv_policy *); } registry[] = {

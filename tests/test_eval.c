@@ -134,7 +134,7 @@ static void test_policy_specs(void **st) {
     assert_true(p.online && p.popts.no_marginal && p.popts.combine == SKV_COMBINE_MASS);
     skv_eval_pol_default(&p);
     assert_int_equal(skv_eval_pol_parse("smallkv", &p), 0);
-    assert_string_equal(p.label, "smallkv:sum:profile");
+    assert_string_equal(p.label, "smallkv:renorm:profile");
     skv_eval_pol_default(&p);
     assert_int_equal(skv_eval_pol_parse("h2o:mass", &p), -1);
     assert_int_equal(skv_eval_pol_parse("nosuch", &p), -1);

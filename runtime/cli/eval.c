@@ -39,7 +39,7 @@ static const char *EVAL_USAGE =
     "                       pyramidkv,adakv,smallkv); modifiers after ':', e.g. smallkv:mass:online,\n"
     "                       smallkv:nosal, smallkv:nomarg, smallkv:adaptive, smallkv:depth=16,\n"
     "                       smallkv:slmb=0.4, h2o:sinks=8\n"
-    "  --combine C          default smallkv combine: sum | mass | renorm (default sum)\n"
+    "  --combine C          default smallkv combine: sum | mass | renorm (default renorm)\n"
     "  --budgets LIST       fractions of the full cache (default 0.05,0.1,0.2,0.4); full runs once\n"
     "  --limit N            units per task: documents per corpus (fidelity, calibration; default 1),\n"
     "                       problems (gsm8k, default 20), examples per bbh task (default 10)\n"
@@ -486,12 +486,12 @@ int cmd_eval(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     c.kv = "f16";
     c.tokens = 2048; c.prefill = 512;
-    c.combine = SKV_COMBINE_SUM;
+    c.combine = SKV_COMBINE_RENORM;
     c.data_dir = getenv("SKV_DATA_DIR") && *getenv("SKV_DATA_DIR") ? getenv("SKV_DATA_DIR") : "../shared/data";
     const char *pols = "full,streamingllm,h2o,snapkv,pyramidkv,adakv,smallkv", *budgets = "0.05,0.1,0.2,0.4";
     const char *corpora = "wikitext2,pg-essays", *lengths = "1024,2048,4096", *depths = "0,25,50,75,100";
     const char *bbh = "date_understanding,logical_deduction_five_objects,tracking_shuffled_objects_five_objects,multistep_arithmetic_two";
-    const char *combine = "sum";
+    const char *combine = "renorm";
     int o = snprintf(c.command, sizeof c.command, "smallkv");
     for (int i = 0; i < argc && o < (int)sizeof c.command - 1; i++)
         o += snprintf(c.command + o, sizeof c.command - o, " %s", argv[i]);

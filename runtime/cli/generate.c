@@ -45,7 +45,7 @@ static const char *GEN_USAGE =
     "  --recent F       SmallKV recent weight of the critical:recent:marginal split (1 of 2:1:2)\n"
     "  --ems-gamma F --ems-tau F         EMS candidate multiple (4), merge threshold (0.6)\n"
     "  --reduce sum|mean|max             query heads -> KV head scores (sum)\n"
-    "  --combine sum|mass|renorm         SmallKV marginal compensation (sum)\n"
+    "  --combine sum|mass|renorm         SmallKV marginal compensation (renorm)\n"
     "  --mapping profile|online          head mapping source (profile)\n"
     "  --split fixed|adaptive            SmallKV budget split (fixed)\n"
     "  --no-saliency --no-marginal       SmallKV ablations\n"
