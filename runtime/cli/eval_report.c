@@ -9,6 +9,7 @@
 #include "../eval_store.h"
 #include "../util.h"
 #include <cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@ static const char *REPORT_USAGE =
     "Aggregate eval records into Markdown tables, with SVG plots next to REPORT.md.\n";
 
 typedef struct {
-    char task[24], group[96], policy[128];
+    char task[24], group[192], policy[128];
     double budget;
     double steps, kl, p95, top1, nll, nll_full, agree, agree_full, hot, sps;
     int docs, n, correct, n_agree;
@@ -30,6 +31,15 @@ typedef struct { cell *c; int n, cap; } cells;
 static const char *jstr(const cJSON *o, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsString(v) ? v->valuestring : "";
+}
+/* A group's name as a file-name part: letters, digits, '-' and '.' kept, the rest '_'. */
+static void group_file_name(char *out, size_t n, const char *group) {
+    size_t i = 0;
+    for (; group[i] && i + 1 < n; i++) {
+        char ch = group[i];
+        out[i] = (isalnum((unsigned char)ch) || ch == '-' || ch == '.') ? ch : '_';
+    }
+    out[i] = 0;
 }
 static double jnum(const cJSON *o, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -231,11 +241,14 @@ int cmd_eval_report(int argc, char **argv) {
         const char *task = jstr(r, "task");
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "unit"), *m = cJSON_GetObjectItemCaseSensitive(r, "metrics");
         const cJSON *mem = cJSON_GetObjectItemCaseSensitive(r, "memory");
-        char group[96] = "";
+        /* a group never mixes models: it is named after the LLM first */
+        const cJSON *models = cJSON_GetObjectItemCaseSensitive(r, "models");
+        const char *llm = jstr(cJSON_GetObjectItemCaseSensitive(models, "llm"), "name");
+        char group[192] = "";
         if (!strcmp(task, "fidelity") || !strcmp(task, "calibration"))
-            snprintf(group, sizeof group, "%s N=%d P=%d", jstr(u, "corpus"), (int)jnum(u, "tokens"), (int)jnum(u, "prefill"));
-        else if (!strcmp(task, "passkey")) snprintf(group, sizeof group, "all");
-        else snprintf(group, sizeof group, "%s", jstr(u, "subset"));
+            snprintf(group, sizeof group, "%s, %s N=%d P=%d", llm, jstr(u, "corpus"), (int)jnum(u, "tokens"), (int)jnum(u, "prefill"));
+        else if (!strcmp(task, "passkey")) snprintf(group, sizeof group, "%s", llm);
+        else snprintf(group, sizeof group, "%s, %s", llm, jstr(u, "subset"));
         cell *c = get(&cs, task, group, jstr(r, "policy"), jnum(r, "budget"));
         if (!c) { skv_store_free(all); free(cs.c); return cli_fail("report"); }
         c->n++;
@@ -284,9 +297,8 @@ int cmd_eval_report(int argc, char **argv) {
                     fprintf(f, "| policy | budget | docs | steps | mean KL | p95 KL | top-1 | ppl | ppl / full | hot KiB | s/step |%s\n",
                             t == 1 ? " map agreement (restricted / full) |" : "");
                     fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", t == 1 ? "---:|" : "");
-                    char svg[4400], gname[96];
-                    snprintf(gname, sizeof gname, "%s", c->group);
-                    for (char *q = gname; *q; q++) if (*q == ' ' || *q == '=' || *q == '/') *q = '_';
+                    char svg[4400], gname[192];
+                    group_file_name(gname, sizeof gname, c->group);
                     snprintf(svg, sizeof svg, "%s-%s-%s.svg", base, tasks[t], gname);
                     int w = svg_fidelity(svg, &cs, tasks[t], c->group);
                     if (w > 0) fprintf(stderr, "wrote %s\n", svg);
@@ -308,9 +320,8 @@ int cmd_eval_report(int argc, char **argv) {
                 }
                 fprintf(f, "\n");
                 if (i + 1 == cs.n || strcmp(cs.c[i + 1].group, c->group) || strcmp(cs.c[i + 1].task, c->task)) {
-                    char gname[96];
-                    snprintf(gname, sizeof gname, "%s", c->group);
-                    for (char *q = gname; *q; q++) if (*q == ' ' || *q == '=' || *q == '/') *q = '_';
+                    char gname[192];
+                    group_file_name(gname, sizeof gname, c->group);
                     fprintf(f, "\n![%s %s](%s-%s-%s.svg)\n", tasks[t], c->group, base_name(base), tasks[t], gname);
                 }
             } else {
