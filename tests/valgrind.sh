@@ -4,7 +4,7 @@
 #   smallkv info / generate -n 8 / ppl --max-tokens 256 on the CI model (SmolLM2), and mapgen
 #   (+ HTML report) on the small calibration file from the fuzz seeds.
 # The model runs are skipped (reported, not failed) when the model file is missing.
-# VG_PPL_TOKENS (default 256) sets ppl's --max-tokens: valgrind runs the model ~50x slower,
+# VG_PPL_TOKENS (default 64) sets ppl's --max-tokens: valgrind runs the model ~50x slower,
 # so 256 tokens take tens of minutes on a loaded 2-core machine.
 # OMP_NUM_THREADS=2 keeps OpenMP's worker pool in play (what the suppressions are for) at a
 # bearable speed: valgrind runs threads one at a time.
@@ -12,7 +12,7 @@ set -u
 B=${BUILD:-build}
 M=${SKV_MODELS_DIR:-models}/SmolLM2-135M-Instruct.Q4_1.gguf
 SUPP=tests/valgrind.supp
-PPL_TOKENS=${VG_PPL_TOKENS:-256}
+PPL_TOKENS=${VG_PPL_TOKENS:-64}
 VG=(valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite,indirect,possible
     --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 --track-origins=no
     --suppressions="$SUPP" --quiet)
