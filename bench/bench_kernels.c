@@ -2,6 +2,8 @@
  *   - streaming-read bandwidth (OpenMP, AVX2 loads over 256 MiB): the decode ceiling;
  *   - decode GEMV (T = 1) per type and shape, cycling through enough copies of the matrix
  *     to defeat the caches: GB/s of weight bytes read, and % of the streaming bandwidth;
+ *     and the batched-decode GEMV at T = 4 (time relative to T = 1) where T = 4 is below
+ *     the type's GEMM crossover;
  *   - prefill GEMM (T = 512): effective GFLOP/s = 2*rows*cols*T / time;
  *   - decode attention at S = 2048/4096 (fp16 cache).
  * Build by hand (not in the Makefile):
@@ -96,6 +98,12 @@ static void bench_shape(int type, int64_t rows, int64_t cols, double bw, int do_
     double gbs = bytes / dt / 1e9;
     printf("%-5s %5lld x %-5lld  %6.2f MB  GEMV %7.1f us  %6.1f GB/s (%3.0f%% of read bw)", skv_type_name(type),
            (long long)rows, (long long)cols, bytes / 1e6, dt * 1e6, gbs, 100 * gbs / bw);
+    if (4 < skv_matmul_gemm_min_t(type)) {   /* batched decode: T = 4 activation rows per weight pass */
+        t0 = skv_now();
+        for (int it = 0; it < iters; it++) skv_matmul(y, x, &Ws[it % copies], 4);
+        double d4 = (skv_now() - t0) / iters;
+        printf("  T=4 %7.1f us (%.2fx T=1 time, %.2fx tokens/s)", d4 * 1e6, d4 / dt, 4 * dt / d4);
+    }
     if (do_gemm) {
         skv_matmul(y, x, &Ws[0], T);
         double best = 1e30;

@@ -155,9 +155,11 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
         const skv_layer *L = &m->layers[l];
         /* attention block */
         skv_rmsnorm(s->xb, s->x, L->attn_norm.data, T, C, c->norm_eps);
-        skv_matmul(s->q, s->xb, &L->wq, T);    /* (T, H*d) */
-        skv_matmul(s->kx, s->xb, &L->wk, T);   /* (T, Hkv*d) */
-        skv_matmul(s->vx, s->xb, &L->wv, T);   /* (T, Hkv*d) */
+        {   /* q (T, H*d), kx (T, Hkv*d), vx (T, Hkv*d): one pass over xb */
+            float *ys[3] = {s->q, s->kx, s->vx};
+            const skv_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+            skv_matmul_multi(ys, ws, 3, s->xb, T);
+        }
         if (L->bq.data) {
             add_bias(s->q, &L->bq, T, Q);
             add_bias(s->kx, &L->bk, T, KV);
@@ -182,8 +184,11 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
         add_into(s->x, s->xb, (size_t)T * C);
         /* MLP block */
         skv_rmsnorm(s->xb, s->x, L->ffn_norm.data, T, C, c->norm_eps);
-        skv_matmul(s->hb, s->xb, &L->w_gate, T);             /* (T, F) */
-        skv_matmul(s->hb2, s->xb, &L->w_up, T);              /* (T, F) */
+        {   /* hb, hb2 (T, F) = gate, up */
+            float *ys[2] = {s->hb, s->hb2};
+            const skv_weight *ws[2] = {&L->w_gate, &L->w_up};
+            skv_matmul_multi(ys, ws, 2, s->xb, T);
+        }
         skv_swiglu(s->hb, s->hb, s->hb2, T * F);
         skv_matmul(s->xb, s->hb, &L->w_down, T);             /* (T, C) */
         add_into(s->x, s->xb, (size_t)T * C);
@@ -258,9 +263,11 @@ int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n
     for (int l = 0; l < n_layers; l++) {
         const skv_layer *L = &m->layers[l];
         skv_rmsnorm(w->xb, w->x, L->attn_norm.data, n, C, c->norm_eps);
-        skv_matmul(w->q, w->xb, &L->wq, n);    /* (n, H*d) */
-        skv_matmul(w->kx, w->xb, &L->wk, n);   /* (n, Hkv*d) */
-        skv_matmul(w->vx, w->xb, &L->wv, n);   /* (n, Hkv*d) */
+        {   /* q (T, H*d), kx (T, Hkv*d), vx (T, Hkv*d): one pass over xb */
+            float *ys[3] = {w->q, w->kx, w->vx};
+            const skv_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+            skv_matmul_multi(ys, ws, 3, w->xb, n);
+        }
         if (L->bq.data) {
             add_bias(w->q, &L->bq, n, Q);
             add_bias(w->kx, &L->bk, n, KV);
@@ -290,8 +297,11 @@ int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n
         skv_matmul(w->xb, w->att, &L->wo, n);
         add_into(w->x, w->xb, (size_t)n * C);
         skv_rmsnorm(w->xb, w->x, L->ffn_norm.data, n, C, c->norm_eps);
-        skv_matmul(w->hb, w->xb, &L->w_gate, n);
-        skv_matmul(w->hb2, w->xb, &L->w_up, n);
+        {   /* hb, hb2 (T, F) = gate, up */
+            float *ys[2] = {w->hb, w->hb2};
+            const skv_weight *ws[2] = {&L->w_gate, &L->w_up};
+            skv_matmul_multi(ys, ws, 2, w->xb, n);
+        }
         skv_swiglu(w->hb, w->hb, w->hb2, n * F);
         skv_matmul(w->xb, w->hb, &L->w_down, n);
         add_into(w->x, w->xb, (size_t)n * C);

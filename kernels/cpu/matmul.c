@@ -3,9 +3,12 @@
  *
  *   skv_matmul_ref  plain loops over skv_dequant_row chunks, double accumulators.
  *   GEMV (T < skv_matmul_gemm_min_t(type)): each x row is quantised once (vecdot.h: Q8_0/Q8_K or float),
- *       then OpenMP over chunks of GEMV_CHUNK contiguous weight rows (one thread for matrices
- *       under 64 KiB); inside a chunk the 32-wide types use the 4-row kernels (skv_vec_dot4_for),
- *       the rest the 1-row dots, for each of the T activation rows.
+ *       then OpenMP over chunks of up to GEMV_CHUNK contiguous weight rows (one thread when
+ *       the work is under GEMV_PAR_BYTES); at T = 1 the 32-wide types use the 4-row kernels
+ *       (skv_vec_dot4_for), the rest the 1-row dots; at T > 1 each weight row is unpacked once
+ *       for up to 4 activation rows (skv_vec_dotn_for), bit-identical to the T = 1 results.
+ *   skv_matmul_multi: several matrices over the same x (q/k/v, gate/up) share one
+ *       quantised copy of x and one parallel region (fewer fork/joins per token).
  *   GEMM (larger T): OpenMP over panels of NR=16 weight rows (split along T
  *       too when there are few panels). For each KC-wide slice of the panel the 16 rows
  *       are dequantised once into a packed (KC, 16) float panel, then a 6x16 register-
@@ -29,17 +32,20 @@
 
 /* Smallest T that takes the GEMM path. Panels are dequantised with the AVX2
  * dequantisers (dequant.h, ~0.1-0.3 ns per weight), so the crossover is where T integer
- * dots per weight cost more than the float micro-kernel. Measured (1 thread, 1536x1536,
- * GEMV time / GEMM time = 1): F32/F16 ~5, BF16 ~2, Q5_0/Q6_K ~6, Q5_1 ~8, Q4_0/Q4_1/Q8_0
- * ~12, Q5_K ~16, Q4_K ~32 (its decode dot is the fastest per weight). */
+ * dots per weight cost more than the float micro-kernel. Since the GEMV unpacks each weight
+ * block once for 4 activation rows (skv_vec_dotn), measured on 2 threads (1.5B/0.5B/SmolLM2
+ * shapes, GEMV time / GEMM time = 1): Q5_0 ~20, Q4_1 ~32, Q8_0 ~12-16, Q4_K and Q6_K
+ * above 128 (the GEMM only wins at prefill sizes); capped at 64 here so that prefill
+ * blocks keep the float-activation GEMM. F32/F16 ~5, BF16 ~2 (no multi-row kernel). */
 int skv_matmul_gemm_min_t(int type) {
     switch (type) {
     case SKV_F32: case SKV_F16: return 4;
     case SKV_BF16: return 2;
-    case SKV_Q5_0: case SKV_Q5_1: case SKV_Q6_K: return 8;
-    case SKV_Q5_K: return 16;
-    case SKV_Q4_K: return 32;
-    default: return 12;   /* Q4_0, Q4_1, Q8_0 */
+    case SKV_Q5_0: case SKV_Q5_1: return 16;
+    case SKV_Q4_0: case SKV_Q4_1: return 24;
+    case SKV_Q5_K: return 32;
+    case SKV_Q4_K: case SKV_Q6_K: return 64;
+    default: return 12;   /* Q8_0 */
     }
 }
 
@@ -90,39 +96,138 @@ void skv_weight_row(const skv_weight *W, int64_t row, float *out) {
  * hardware prefetcher streams each item, small enough that a thread which loses its core
  * on a shared machine does not hold up the others for long. */
 #define GEMV_CHUNK 64
+/* Below this many weight bytes (all matrices of one call together) the GEMV runs on one
+ * thread: the fork/join costs more than the work. */
+#define GEMV_PAR_BYTES ((size_t)32 << 10)
 
-static int gemv(float *y, const float *x, const skv_weight *W, int T, skv_vec_dot_fn dot) {
-    const int64_t rows = W->rows, cols = W->cols;
-    const size_t rb = skv_row_bytes(W->type, cols);
-    const size_t ab = skv_vec_act_bytes(W->type, cols);
-    size_t total;
-    if (!skv_mul_ok(ab, (size_t)T, &total)) return -1;
-    uint8_t *act = skv_aligned_alloc(total, "matmul activations");
-    if (!act) return -1;
-    for (int t = 0; t < T; t++) skv_vec_quant_act(W->type, x + (size_t)t * cols, act + (size_t)t * ab, cols);
-    const uint8_t *base = W->data;
-    const skv_vec_dot4_fn dot4 = skv_vec_dot4_for(W->type);
-    const int64_t chunks = (rows + GEMV_CHUNK - 1) / GEMV_CHUNK;
-    /* one thread for small matrices: the fork/join costs more than the work */
-    const int par = (size_t)rows * rb >= ((size_t)64 << 10) && chunks > 1;
+/* One weight matrix of a GEMV call: y (T, rows) = act (T rows, ab bytes each) . W^T. */
+typedef struct {
+    float *y;
+    const skv_weight *W;
+    const uint8_t *act;
+    size_t ab, rb;
+    skv_vec_dot_fn dot;
+    skv_vec_dot4_fn dot4;
+    skv_vec_dotn_fn dotn;
+    int64_t c0;   /* first global chunk index of this matrix (set by gemv_run) */
+} gemv_job;
+
+/* rows r .. r1-1 of job j for all T activation rows.
+ * T = 1: the 4-row kernels (or the 1-row dot); T > 1: each weight row is unpacked once
+ * for up to SKV_DOTN_MAX activation rows (skv_vec_dotn), else the 1-row dot per t. */
+static void gemv_rows(const gemv_job *j, int64_t r, int64_t r1, int T) {
+    const int64_t rows = j->W->rows, cols = j->W->cols;
+    const uint8_t *base = j->W->data;
+    if (T > 1 && j->dotn) {
+        /* skv_vec_dotn mirrors the T = 1 kernel bit for bit: dot4 for the rows in whole groups
+         * of 4, the 1-row dot for the rest (and for every row of types without dot4) */
+        const int64_t rn = j->dot4 ? r + (r1 - r) / 4 * 4 : r1;
+        float o[SKV_DOTN_MAX];
+        for (int64_t rr = rn; rr < r1; rr++)
+            for (int t = 0; t < T; t++)
+                j->y[(size_t)t * rows + rr] = j->dot(cols, base + (size_t)rr * j->rb, j->act + (size_t)t * j->ab);
+        for (int64_t rr = r; rr < rn; rr++) {
+            const uint8_t *wr = base + (size_t)rr * j->rb;
+            for (int t0 = 0; t0 < T; t0 += SKV_DOTN_MAX) {
+                const int nt = T - t0 < SKV_DOTN_MAX ? T - t0 : SKV_DOTN_MAX;
+                j->dotn(cols, wr, j->act + (size_t)t0 * j->ab, j->ab, nt, o);
+                for (int t = 0; t < nt; t++) j->y[(size_t)(t0 + t) * rows + rr] = o[t];
+            }
+        }
+        return;
+    }
+    for (int t = 0; t < T; t++) {
+        const uint8_t *xa = j->act + (size_t)t * j->ab;
+        float *yt = j->y + (size_t)t * rows;
+        int64_t rr = r;
+        if (j->dot4) {
+            float o[4];
+            for (; rr + 4 <= r1; rr += 4) {
+                j->dot4(cols, base + (size_t)rr * j->rb, j->rb, xa, o);
+                memcpy(yt + rr, o, sizeof o);
+            }
+        }
+        for (; rr < r1; rr++) yt[rr] = j->dot(cols, base + (size_t)rr * j->rb, xa);
+    }
+}
+
+/* All jobs' rows in one parallel region: chunks of `chunk` rows (GEMV_CHUNK, halved down to
+ * 16 while there are fewer than 8 chunks per thread, so that e.g. 576 rows still balance
+ * over 2 threads), numbered across the matrices in order, handed out dynamically. Chunks
+ * are multiples of 4 rows, so the 4-row groups (and hence the results) do not depend on it. */
+static void gemv_run(gemv_job *jobs, int nj, int T) {
+    int64_t rows = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < nj; i++) {
+        rows += jobs[i].W->rows;
+        bytes += (size_t)jobs[i].W->rows * jobs[i].rb;
+    }
+    const int nth = omp_get_max_threads();
+    int64_t chunk = GEMV_CHUNK;
+    while (chunk > 16 && rows < chunk * 8 * nth) chunk /= 2;
+    int64_t chunks = 0;
+    for (int i = 0; i < nj; i++) {
+        jobs[i].c0 = chunks;
+        chunks += (jobs[i].W->rows + chunk - 1) / chunk;
+    }
+    const int par = nth > 1 && bytes * (size_t)(T < 4 ? T : 4) >= GEMV_PAR_BYTES && chunks > 1;
     #pragma omp parallel for schedule(dynamic, 1) if (par)
     for (int64_t c = 0; c < chunks; c++) {
-        const int64_t r1 = (c + 1) * GEMV_CHUNK < rows ? (c + 1) * GEMV_CHUNK : rows;
-        int64_t r = c * GEMV_CHUNK;
-        for (int t = 0; t < T; t++) {
-            const uint8_t *xa = act + (size_t)t * ab;
-            float *yt = y + (size_t)t * rows;
-            int64_t rr = r;
-            if (dot4) {
-                float o[4];
-                for (; rr + 4 <= r1; rr += 4) {
-                    dot4(cols, base + (size_t)rr * rb, rb, xa, o);
-                    memcpy(yt + rr, o, sizeof o);
-                }
-            }
-            for (; rr < r1; rr++) yt[rr] = dot(cols, base + (size_t)rr * rb, xa);
+        int i = nj - 1;
+        while (i > 0 && jobs[i].c0 > c) i--;
+        const gemv_job *j = &jobs[i];
+        const int64_t r = (c - j->c0) * chunk, nr = j->W->rows;
+        gemv_rows(j, r, r + chunk < nr ? r + chunk : nr, T);
+    }
+}
+
+/* Whether W (with cols columns) runs as a GEMV at this T. */
+static int gemv_ok(const skv_weight *W, int T) {
+    const int blk = skv_type_block(W->type);
+    return skv_vec_dot_for(W->type) && T < skv_matmul_gemm_min_t(W->type) && blk > 0 &&
+           W->cols % (blk > 1 ? blk : 1) == 0;
+}
+
+/* y[i] (T, rows_i) = x (T, cols) @ W[i]^T for n GEMV matrices sharing x: x is quantised
+ * once per activation format, then all matrices run in one parallel region. -1 when out
+ * of memory (nothing written). */
+static int gemv_multi(float *const *ys, const skv_weight *const *Ws, int n, const float *x, int T) {
+    enum { MAXJ = 8 };
+    gemv_job jobs[MAXJ];
+    int fmt[MAXJ];
+    size_t off[MAXJ], total = 0;
+    const int64_t cols = Ws[0]->cols;
+    int nf = 0;
+    for (int i = 0; i < n; i++) {   /* one activation buffer per distinct format */
+        int f = skv_vec_act_type(Ws[i]->type), k = 0;
+        while (k < nf && fmt[k] != f) k++;
+        if (k == nf) {
+            size_t sz;
+            const size_t ab = skv_vec_act_bytes(Ws[i]->type, cols);
+            if (!skv_mul_ok(ab, (size_t)T, &sz) || !skv_add_ok(total, (sz + 63) & ~(size_t)63, &off[nf])) return -1;
+            fmt[nf] = f;
+            off[nf] = total;
+            total = off[nf] + ((sz + 63) & ~(size_t)63);
+            nf++;
         }
     }
+    uint8_t *act = skv_aligned_alloc(total ? total : 64, "matmul activations");
+    if (!act) return -1;
+    int done[MAXJ] = {0};
+    for (int i = 0; i < n; i++) {
+        int f = skv_vec_act_type(Ws[i]->type), k = 0;
+        while (fmt[k] != f) k++;
+        const size_t ab = skv_vec_act_bytes(Ws[i]->type, cols);
+        if (!done[k]) {   /* quantise x on first use of this format */
+            for (int t = 0; t < T; t++)
+                skv_vec_quant_act(Ws[i]->type, x + (size_t)t * cols, act + off[k] + (size_t)t * ab, cols);
+            done[k] = 1;
+        }
+        jobs[i] = (gemv_job){.y = ys[i], .W = Ws[i], .act = act + off[k], .ab = ab,
+                             .rb = skv_row_bytes(Ws[i]->type, cols), .dot = skv_vec_dot_for(Ws[i]->type),
+                             .dot4 = skv_vec_dot4_for(Ws[i]->type), .dotn = skv_vec_dotn_for(Ws[i]->type)};
+    }
+    gemv_run(jobs, n, T);
     free(act);
     return 0;
 }
@@ -248,12 +353,19 @@ static void gemm(float *y, const float *x, const skv_weight *W, int T) {
 void skv_matmul(float *y, const float *x, const skv_weight *W, int T) {
     if (T <= 0 || W->rows <= 0) return;
     if (use_ref()) { skv_matmul_ref(y, x, W, T); return; }
-    skv_vec_dot_fn dot = skv_vec_dot_for(W->type);
-    int blk = skv_type_block(W->type);
-    if (dot && T < skv_matmul_gemm_min_t(W->type) && blk > 0 && W->cols % (blk > 1 ? blk : 1) == 0) {
-        if (gemv(y, x, W, T, dot) == 0) return;
+    if (gemv_ok(W, T)) {
+        if (gemv_multi(&y, &W, 1, x, T) == 0) return;
         skv_matmul_ref(y, x, W, T);   /* out of memory for the activation copy */
         return;
     }
     gemm(y, x, W, T);
+}
+
+void skv_matmul_multi(float *const *ys, const skv_weight *const *Ws, int n, const float *x, int T) {
+    if (T <= 0 || n <= 0) return;
+    int all = n <= 8 && !use_ref();
+    for (int i = 0; all && i < n; i++)
+        all = Ws[i]->rows > 0 && Ws[i]->cols == Ws[0]->cols && gemv_ok(Ws[i], T);
+    if (all && gemv_multi(ys, Ws, n, x, T) == 0) return;
+    for (int i = 0; i < n; i++) skv_matmul(ys[i], x, Ws[i], T);
 }

@@ -14,6 +14,11 @@
 void skv_matmul(float *y, const float *x, const skv_weight *W, int T);
 void skv_matmul_ref(float *y, const float *x, const skv_weight *W, int T);
 
+/* ys[i] (T, Ws[i]->rows) = x (T, cols) @ Ws[i]^T for n <= 8 matrices with the same cols
+ * (q/k/v, gate/up): on the decode path x is quantised once per activation format and all
+ * matrices run in one parallel region; otherwise n skv_matmul calls. */
+void skv_matmul_multi(float *const *ys, const skv_weight *const *Ws, int n, const float *x, int T);
+
 /* Force (1) or release (0) the reference path in skv_matmul; default: env SKV_MATMUL_REF. */
 void skv_matmul_set_ref(int on);
 

@@ -40,6 +40,14 @@ typedef void (*skv_vec_dot4_fn)(int64_t n, const void *w, size_t stride, const v
 /* NULL if the type has no 4-row kernel (the GEMV then uses the 1-row dot). */
 skv_vec_dot4_fn skv_vec_dot4_for(int wtype);
 
+/* One weight row against nt = 1..SKV_DOTN_MAX activation rows (row t at xa + t*xstride
+ * bytes) -> out[0..nt-1]; each weight block is unpacked once for all nt rows (vecdot_n.c).
+ * Same results as nt calls of the 1-row dot up to float rounding. */
+#define SKV_DOTN_MAX 4
+typedef void (*skv_vec_dotn_fn)(int64_t n, const void *w, const void *xa, size_t xstride, int nt, float *out);
+/* NULL if the type has no multi-activation kernel (the float types). */
+skv_vec_dotn_fn skv_vec_dotn_for(int wtype);
+
 /* Activation quantisers (AVX2). */
 void skv_quant_q8a(const float *x, skv_q8a *dst, int64_t n);
 void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n);
