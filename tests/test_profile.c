@@ -20,6 +20,7 @@
 #include "../runtime/profile.h"
 #include "../runtime/report_html.h"
 #include "../runtime/util.h"
+#include "support/calib_fixtures.h"
 
 static char g_dir[256];
 static int setup_dir(void **st) {
@@ -39,23 +40,6 @@ static const char *tmp_path(const char *name) {
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
     return buf[k];
-}
-
-static uint64_t g_rng;
-static float frand(void) {
-    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((g_rng >> 40) & 0xffffff) / 16777216.0f;
-}
-
-static skv_model_fp mkfp(const char *arch, int L, int H, const char *wh) {
-    skv_model_fp fp;
-    memset(&fp, 0, sizeof fp);
-    snprintf(fp.arch, sizeof fp.arch, "%s", arch);
-    snprintf(fp.name, sizeof fp.name, "%s-%dx%d", arch, L, H);
-    fp.n_layer = L; fp.n_head = H; fp.n_kv_head = 1; fp.head_dim = 16; fp.dim = 16 * H; fp.vocab = 1000;
-    snprintf(fp.tokenizer_hash, sizeof fp.tokenizer_hash, "0123456789abcdef");
-    snprintf(fp.weight_hash, sizeof fp.weight_hash, "%s", wh);
-    return fp;
 }
 
 static skv_calib_settings mkset(int windows, unsigned metrics) {
