@@ -83,27 +83,79 @@ int skv_eval_pol_parse(const char *spec, skv_eval_pol *out) {
     return 0;
 }
 
+/* session options of a cell (policy p at budget) */
+static int cell_opts(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx, skv_session_opts *o) {
+    skv_session_opts_default(o);
+    o->policy = p->policy;
+    o->popts = p->popts;
+    o->budget = strcmp(p->policy, "full") ? budget : 1.0;
+    o->kv_f16 = c->kv_f16;
+    o->max_ctx = max_ctx;
+    if (c->T_max > 0) o->T_max = c->T_max;
+    if (!strcmp(p->policy, "smallkv")) {
+        if (!c->slm) return skv_error("%s: no SLM given (--slm)", p->label);
+        if (!p->online && !c->map) return skv_error("%s: no profile mapping (give --profile or use :online)", p->label);
+        o->slm = c->slm;
+        o->map = p->online ? NULL : c->map;
+        o->online_map = p->online;
+        o->slm_layers = p->slm_depth;
+        o->slm_budget = p->slm_budget;
+    }
+    return 0;
+}
+
 skv_session *skv_eval_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx) {
     skv_session_opts o;
-    skv_session_opts_default(&o);
-    o.policy = p->policy;
-    o.popts = p->popts;
-    o.budget = strcmp(p->policy, "full") ? budget : 1.0;
-    o.kv_f16 = c->kv_f16;
-    o.max_ctx = max_ctx;
-    if (c->T_max > 0) o.T_max = c->T_max;
-    if (!strcmp(p->policy, "smallkv")) {
-        if (!c->slm) { skv_error("%s: no SLM given (--slm)", p->label); return NULL; }
-        if (!p->online && !c->map) { skv_error("%s: no profile mapping (give --profile or use :online)", p->label); return NULL; }
-        o.slm = c->slm;
-        o.map = p->online ? NULL : c->map;
-        o.online_map = p->online;
-        o.slm_layers = p->slm_depth;
-        o.slm_budget = p->slm_budget;
-    }
+    if (cell_opts(c, p, budget, max_ctx, &o)) return NULL;
     skv_session *s = skv_session_new(c->llm, &o);
     if (!s) skv_error_prefix("%s at budget %g", p->label, budget);
     return s;
+}
+
+skv_session *skv_eval_base(const skv_eval_ctx *c, const skv_eval_pol *const *pols, int n, int max_ctx) {
+    skv_session_opts o;
+    skv_session_opts_default(&o);
+    o.prefill_base = true;
+    o.kv_f16 = c->kv_f16;
+    o.max_ctx = max_ctx;
+    if (c->T_max > 0) o.T_max = c->T_max;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(pols[i]->policy, "smallkv") && c->slm && !(pols[i]->slm_budget > 0 && pols[i]->slm_budget < 1))
+            o.slm = c->slm;   /* all SLM layers: serves every depth */
+    skv_session *s = skv_session_new(c->llm, &o);
+    if (!s) skv_error_prefix("prefill base");
+    return s;
+}
+
+skv_session *skv_eval_cell_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx,
+                                   skv_session *base, const int *tokens, int n_tok, bool *derived) {
+    skv_session_opts o;
+    *derived = false;
+    if (cell_opts(c, p, budget, max_ctx, &o)) return NULL;
+    if (base) {
+        skv_session *d = skv_session_derive(base, &o);
+        if (d) { *derived = true; return d; }
+        /* not derivable (e.g. a compressed SLM cache): a prefill of its own below */
+    }
+    skv_session *s = skv_session_new(c->llm, &o);
+    if (!s) { skv_error_prefix("%s at budget %g", p->label, budget); return NULL; }
+    if (skv_session_prefill(s, tokens, n_tok)) {
+        skv_error_prefix("%s at budget %g: prefill", p->label, budget);
+        skv_session_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Step sessions ss[0..n) with one token each: in batches of up to c->batch sessions
+ * (skv_session_step_batch), or one by one when c->batch <= 1. */
+static int step_all(const skv_eval_ctx *c, skv_session **ss, const int *tokens, int n) {
+    const int B = c->batch > 1 ? c->batch : 1;
+    for (int i = 0; i < n; i += B) {
+        const int m = n - i < B ? n - i : B;
+        if (m == 1 ? skv_session_step(ss[i], tokens[i]) : skv_session_step_batch(ss + i, tokens + i, m)) return -1;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------ fidelity */
@@ -125,95 +177,162 @@ static void online_agreement(skv_fid_cell *cell, const skv_session *s, const int
 int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, skv_fid_cell *cells, int n_cells,
                       const int *map_full, skv_eval_progress progress, void *u) {
     if (P < 1 || N < P + 2) return skv_error("fidelity: need 1 <= prefill (%d) and at least 2 tokens after it (have %d)", P, N);
+    if (n_cells < 1) return 0;
     const int V = c->llm->cfg.vocab;
     int rc = -1;
-    skv_session **ss = skv_calloc((size_t)n_cells, sizeof *ss, "fidelity sessions");
+    /* ss[0] = the full-cache reference, ss[1 + i] = cell i */
+    skv_session **ss = skv_calloc((size_t)n_cells + 1, sizeof *ss, "fidelity sessions");
+    const skv_eval_pol **pols = skv_calloc((size_t)n_cells, sizeof *pols, "fidelity sessions");
+    int *tk = skv_calloc((size_t)n_cells + 1, sizeof *tk, "fidelity sessions");
+    skv_session *base = NULL;
+    if (!ss || !pols || !tk) goto done;
+    for (int i = 0; i < n_cells; i++) pols[i] = cells[i].pol;
+    /* one exact prefill, derived into the reference and every cell */
+    double t0 = skv_now();
+    if (!(base = skv_eval_base(c, pols, n_cells, N))) goto done;
+    if (skv_session_prefill(base, tokens, P)) { skv_error_prefix("fidelity: prefill"); goto done; }
+    const double base_s = skv_now() - t0;
     skv_eval_pol full;
     skv_eval_pol_default(&full);
     strcpy(full.label, "full");
-    skv_session *ref = skv_eval_session(c, &full, 1.0, N);
-    if (!ss || !ref) goto done;
-    /* the reference: a full-cache session, stepped in lock step with the cells */
-    if (skv_session_prefill(ref, tokens, P)) { skv_error_prefix("full-cache reference: prefill"); goto done; }
+    bool dv;
+    if (!(ss[0] = skv_eval_cell_session(c, &full, 1.0, N, base, tokens, P, &dv))) goto done;
     for (int i = 0; i < n_cells; i++) {
         memset(&cells[i].acc, 0, sizeof cells[i].acc);
-        cells[i].seconds = 0;
         cells[i].heads = 0;
-        double t0 = skv_now();
-        if (!(ss[i] = skv_eval_session(c, cells[i].pol, cells[i].budget, N))) goto done;
-        if (skv_session_prefill(ss[i], tokens, P)) { skv_error_prefix("%s at budget %g: prefill", cells[i].pol->label, cells[i].budget); goto done; }
-        cells[i].seconds += skv_now() - t0;
+        t0 = skv_now();
+        if (!(ss[i + 1] = skv_eval_cell_session(c, cells[i].pol, cells[i].budget, N, base, tokens, P, &cells[i].shared_prefill)))
+            goto done;
+        cells[i].prefill_s = (skv_now() - t0) + (cells[i].shared_prefill ? base_s : 0);
+        cells[i].seconds = 0;
     }
+    skv_session_free(base);   /* derived sessions hold what they need (the cold tier is refcounted) */
+    base = NULL;
     const long total = (long)(N - 1 - P) * (n_cells + 1);
     long done_steps = 0;
+    const bool timed = c->batch <= 1;
     for (int pos = P; pos < N - 1; pos++) {
-        if (skv_session_step(ref, tokens[pos])) { skv_error_prefix("full-cache reference: step %d", pos); goto done; }
-        const float *rl = skv_session_logits(ref);
-        done_steps++;
-        for (int i = 0; i < n_cells; i++) {
-            double t0 = skv_now();
-            if (skv_session_step(ss[i], tokens[pos])) { skv_error_prefix("%s at budget %g: step %d", cells[i].pol->label, cells[i].budget, pos); goto done; }
-            cells[i].seconds += skv_now() - t0;
-            skv_step_cmp cmp;
-            skv_compare_logits(rl, skv_session_logits(ss[i]), V, tokens[pos + 1], &cmp);
-            if (skv_fid_add(&cells[i].acc, &cmp)) goto done;
-            done_steps++;
+        for (int i = 0; i <= n_cells; i++) tk[i] = tokens[pos];
+        if (timed) {
+            /* one by one, each cell's decode time measured */
+            for (int i = 0; i <= n_cells; i++) {
+                t0 = skv_now();
+                if (skv_session_step(ss[i], tk[i])) goto step_fail;
+                if (i) cells[i - 1].seconds += skv_now() - t0;
+            }
+        } else if (step_all(c, ss, tk, n_cells + 1)) {
+            goto step_fail;
         }
+        const float *rl = skv_session_logits(ss[0]);
+        for (int i = 0; i < n_cells; i++) {
+            skv_step_cmp cmp;
+            skv_compare_logits(rl, skv_session_logits(ss[i + 1]), V, tokens[pos + 1], &cmp);
+            if (skv_fid_add(&cells[i].acc, &cmp)) goto done;
+        }
+        done_steps += n_cells + 1;
         if (progress) progress(u, done_steps, total);
+        continue;
+    step_fail:
+        skv_error_prefix("fidelity: decode step at position %d", pos);
+        goto done;
     }
     for (int i = 0; i < n_cells; i++) {
-        skv_session_mem_report(ss[i], &cells[i].mem);
-        cells[i].restores = ss[i]->restores;
-        online_agreement(&cells[i], ss[i], c->map, map_full);
+        skv_session_mem_report(ss[i + 1], &cells[i].mem);
+        cells[i].restores = ss[i + 1]->restores;
+        cells[i].timed = timed;
+        online_agreement(&cells[i], ss[i + 1], c->map, map_full);
     }
     rc = 0;
 done:
-    if (ss) for (int i = 0; i < n_cells; i++) skv_session_free(ss[i]);
-    free(ss);
-    skv_session_free(ref);
+    if (ss) for (int i = 0; i <= n_cells; i++) skv_session_free(ss[i]);
+    skv_session_free(base);
+    free(ss); free(pols); free(tk);
     return rc;
 }
 
 /* ------------------------------------------------------------------ generation */
 
-int skv_eval_generate(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, const int *ctx, int n_ctx,
-                      const int *q, int n_q, int max_new, skv_eval_stop stop, void *u, skv_gen_out *out) {
-    memset(out, 0, sizeof *out);
+int skv_eval_generate_cells(const skv_eval_ctx *c, skv_gen_cell *cells, int n, const int *ctx, int n_ctx, const int *q,
+                            int n_q, int max_new, skv_eval_stop stop, void *u) {
     const int V = c->llm->cfg.vocab;
     const skv_tokenizer *tok = c->llm->tok;
     if (!tok) return skv_error("generate: the LLM has no tokenizer");
-    int *gen = skv_malloc(((size_t)max_new + 1) * sizeof(int), "generated tokens");
-    if (!gen) return -1;
-    skv_session *s = skv_eval_session(c, p, budget, n_ctx + n_q + max_new + 1);
+    if (n < 1) return 0;
+    if (n_ctx < 1 || n_q < 0 || max_new < 1) return skv_error("generate: bad sizes (context %d, question %d, new %d)", n_ctx, n_q, max_new);
+    const int max_ctx = n_ctx + n_q + max_new + 1;
     int rc = -1;
-    if (!s) goto done;
+    skv_session **ss = skv_calloc((size_t)n, sizeof *ss, "generation sessions");
+    skv_session **act = skv_calloc((size_t)n, sizeof *act, "generation sessions");
+    const skv_eval_pol **pols = skv_calloc((size_t)n, sizeof *pols, "generation sessions");
+    int *gen = skv_malloc((size_t)n * ((size_t)max_new + 1) * sizeof(int), "generated tokens");
+    int *tk = skv_calloc((size_t)n, sizeof *tk, "generation sessions"), *idx = skv_calloc((size_t)n, sizeof *idx, "generation");
+    bool *live = skv_calloc((size_t)n, sizeof *live, "generation sessions");
+    skv_session *base = NULL;
+    if (!ss || !act || !pols || !gen || !tk || !idx || !live) goto done;
+    for (int i = 0; i < n; i++) { memset(&cells[i].out, 0, sizeof cells[i].out); pols[i] = cells[i].pol; }
     double t0 = skv_now();
-    if (skv_session_prefill(s, ctx, n_ctx)) goto done;
-    out->prefill_s = skv_now() - t0;
-    t0 = skv_now();
-    for (int i = 0; i < n_q; i++)
-        if (skv_session_step(s, q[i])) goto done;
-    int n = 0;
-    while (n < max_new) {
-        int next = skv_argmax(skv_session_logits(s), V);
-        if (skv_tok_is_stop(tok, next)) break;
-        gen[n++] = next;
-        if (stop) {
-            char *text = skv_detokenize(tok, gen, n);
-            if (!text) goto done;
-            bool st = stop(text, u);
-            free(text);
-            if (st) break;
-        }
-        if (n < max_new && skv_session_step(s, next)) goto done;
+    if (!(base = skv_eval_base(c, pols, n, max_ctx))) goto done;
+    if (skv_session_prefill(base, ctx, n_ctx)) { skv_error_prefix("generate: prefill"); goto done; }
+    const double base_s = skv_now() - t0;
+    for (int i = 0; i < n; i++) {
+        t0 = skv_now();
+        if (!(ss[i] = skv_eval_cell_session(c, cells[i].pol, cells[i].budget, max_ctx, base, ctx, n_ctx, &cells[i].shared_prefill)))
+            goto done;
+        cells[i].out.prefill_s = skv_now() - t0 + (cells[i].shared_prefill ? base_s : 0);
     }
-    out->decode_s = skv_now() - t0;
-    out->n_gen = n;
-    skv_session_mem_report(s, &out->mem);
-    if (!(out->text = skv_detokenize(tok, gen, n))) goto done;
+    skv_session_free(base);
+    base = NULL;
+    t0 = skv_now();
+    /* the question as decode steps, all cells together */
+    for (int j = 0; j < n_q; j++) {
+        for (int i = 0; i < n; i++) tk[i] = q[j];
+        if (step_all(c, ss, tk, n)) { skv_error_prefix("generate: question token %d", j); goto done; }
+    }
+    /* greedy decoding of the live cells together until each stops */
+    for (int i = 0; i < n; i++) live[i] = true;
+    for (;;) {
+        int na = 0;
+        for (int i = 0; i < n; i++) {
+            if (!live[i]) continue;
+            skv_gen_out *o = &cells[i].out;
+            int next = skv_argmax(skv_session_logits(ss[i]), V);
+            bool st = skv_tok_is_stop(tok, next);
+            if (!st) {
+                gen[(size_t)i * (max_new + 1) + o->n_gen++] = next;
+                if (stop) {
+                    char *text = skv_detokenize(tok, gen + (size_t)i * (max_new + 1), o->n_gen);
+                    if (!text) goto done;
+                    st = stop(text, u);
+                    free(text);
+                }
+                if (o->n_gen >= max_new) st = true;
+            }
+            if (st) { live[i] = false; continue; }
+            act[na] = ss[i]; tk[na] = next; idx[na++] = i;
+        }
+        if (!na) break;
+        if (step_all(c, act, tk, na)) { skv_error_prefix("generate: decode step"); goto done; }
+    }
+    const double dec_s = skv_now() - t0;
+    for (int i = 0; i < n; i++) {
+        skv_gen_out *o = &cells[i].out;
+        o->decode_s = dec_s;
+        skv_session_mem_report(ss[i], &o->mem);
+        if (!(o->text = skv_detokenize(tok, gen + (size_t)i * (max_new + 1), o->n_gen))) goto done;
+    }
     rc = 0;
 done:
-    skv_session_free(s);
-    free(gen);
+    if (rc) for (int i = 0; i < n; i++) { free(cells[i].out.text); cells[i].out.text = NULL; }
+    if (ss) for (int i = 0; i < n; i++) skv_session_free(ss[i]);
+    skv_session_free(base);
+    free(ss); free(act); free(pols); free(gen); free(tk); free(idx); free(live);
+    return rc;
+}
+
+int skv_eval_generate(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, const int *ctx, int n_ctx,
+                      const int *q, int n_q, int max_new, skv_eval_stop stop, void *u, skv_gen_out *out) {
+    skv_gen_cell cell = {.pol = p, .budget = budget};
+    int rc = skv_eval_generate_cells(c, &cell, 1, ctx, n_ctx, q, n_q, max_new, stop, u);
+    *out = cell.out;
     return rc;
 }

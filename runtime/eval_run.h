@@ -1,13 +1,17 @@
 /* eval_run.h: the evaluation harness's runners over sessions (session.h):
  *   policy specs   "name[:mod[:mod...]]", e.g. "h2o", "smallkv:mass:online", parsed into
  *                  session options with a canonical label (the label names the cell);
- *   fidelity       one document, teacher-forced: every cell prefills its own session (the
- *                  policy and budget are fixed at prefill, where the compression happens),
- *                  then all cells step in lock step over the rest of the document and are
- *                  compared with the full-cache reference: one `full` session per document,
- *                  stepped alongside them (the same decode path, so full vs full is exact);
- *   generate       prefill a context under a policy, feed a question as decode steps, then
- *                  greedy decoding until a stop token / stop callback / max_new. */
+ *   fidelity       one document, teacher-forced: one exact prefill (a prefill base, see
+ *                  skv_session_derive) is derived into every cell (each compresses it to its
+ *                  policy and budget) and into the full-cache reference; then all step in lock
+ *                  step over the rest of the document, batched (skv_session_step_batch), and
+ *                  are compared with the reference (the same decode path, so full vs full is
+ *                  exact);
+ *   generate       the same for one context and many cells: one exact prefill derived into
+ *                  every cell, the question fed as decode steps, then greedy decoding of all
+ *                  cells together until each stops (stop token / stop callback / max_new).
+ * Cells that cannot be derived (a compressed SLM cache, another observation window) prefill
+ * themselves; the cell records say which. */
 #ifndef SKV_EVAL_RUN_H
 #define SKV_EVAL_RUN_H
 #include <stdbool.h>
@@ -37,10 +41,20 @@ typedef struct {
     const int *map;               /* profile map [L*H] or NULL (then smallkv needs :online) */
     bool kv_f16;
     int T_max;                    /* prefill block (default 256) */
+    int batch;                    /* sessions per batched decode step; <= 1: one by one, and
+                                     fidelity then times every cell's steps */
 } skv_eval_ctx;
 
 /* A session for a policy at a budget (fraction; full ignores it). NULL + error. */
 skv_session *skv_eval_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx);
+
+/* The prefill base for cells pols[0..n): with the SLM (all layers) when a smallkv cell
+ * derives from it. NULL + error. */
+skv_session *skv_eval_base(const skv_eval_ctx *c, const skv_eval_pol *const *pols, int n, int max_ctx);
+/* A cell's session after the prefill of tokens[0..n_tok): derived from base (may be NULL)
+ * when possible (*derived = true), else prefilled by itself. NULL + error. */
+skv_session *skv_eval_cell_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx,
+                                   skv_session *base, const int *tokens, int n_tok, bool *derived);
 
 /* One fidelity cell: inputs pol/budget; outputs acc, mem (at the last step), seconds. */
 typedef struct {
@@ -48,7 +62,10 @@ typedef struct {
     double budget;
     skv_fid_acc acc;
     skv_session_mem mem;
-    double seconds;
+    double seconds;               /* decode time of this cell (when timed, i.e. c->batch <= 1) */
+    bool timed;
+    double prefill_s;             /* the shared prefill + this cell's derive (or own prefill) */
+    bool shared_prefill;          /* derived from the shared prefill */
     int restores;
     int agree_heads, heads;       /* smallkv online: LLM heads whose online map equals c->map
                                      (heads = 0 when not applicable) */
@@ -73,8 +90,19 @@ typedef struct {
     skv_session_mem mem;
 } skv_gen_out;
 
-/* Prefill ctx (n_ctx >= 1), step the question tokens (n_q >= 0), then generate greedily
- * up to max_new tokens. -1 + error. */
+typedef struct {
+    const skv_eval_pol *pol;      /* in */
+    double budget;                /* in */
+    skv_gen_out out;              /* out: decode_s is the wall time of all cells together */
+    bool shared_prefill;          /* out */
+} skv_gen_cell;
+
+/* For every cell: prefill ctx (n_ctx >= 1) once for all, step the question tokens
+ * (n_q >= 0), then generate greedily up to max_new tokens; stop(text, u) is asked per cell.
+ * -1 + error (no texts left allocated). */
+int skv_eval_generate_cells(const skv_eval_ctx *c, skv_gen_cell *cells, int n, const int *ctx, int n_ctx, const int *q,
+                            int n_q, int max_new, skv_eval_stop stop, void *u);
+/* One cell (skv_eval_generate_cells with n = 1). */
 int skv_eval_generate(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, const int *ctx, int n_ctx,
                       const int *q, int n_q, int max_new, skv_eval_stop stop, void *u, skv_gen_out *out);
 

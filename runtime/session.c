@@ -153,7 +153,21 @@ skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o) {
     if (!s->st) goto fail;
     s->kv = skv_kvcache_new(c->n_layer, c->n_kv_head, c->head_dim, o->kv_f16);
     if (!s->kv || alloc_buffers(s)) goto fail;
-    if (!strcmp(s->pol->name, "smallkv")) {
+    if (o->prefill_base) {
+        if (strcmp(s->pol->name, "full") || o->n_layers) {
+            skv_error("a prefill base runs policy full over all layers");
+            goto fail;
+        }
+        if (o->slm) {
+            const skv_model *sm = o->slm;
+            int depth = o->slm_layers > 0 && o->slm_layers < sm->cfg.n_layer ? o->slm_layers : sm->cfg.n_layer;
+            s->slm_layers = depth;
+            s->slm_colsum = alloc_rows(depth, (size_t)sm->cfg.n_head * o->max_ctx, "SLM column sums");
+            s->slm_lastrow = alloc_rows(depth, (size_t)sm->cfg.n_head * o->max_ctx, "SLM last rows");
+            if (!s->slm_colsum || !s->slm_lastrow) goto fail;
+            if (!(s->slm = skv_state_new(sm, o->max_ctx, s->o.T_max, o->kv_f16))) goto fail;
+        }
+    } else if (!strcmp(s->pol->name, "smallkv")) {
         const skv_model *sm = o->slm;
         if (!sm) { skv_error("smallkv: no SLM given"); goto fail; }
         if (sm->cfg.vocab != c->vocab) {
@@ -503,21 +517,29 @@ void skv_session_export(skv_session *s, float **colsum, float **lastrow, int str
     s->x_colsum = colsum; s->x_lastrow = lastrow; s->x_stride = stride;
 }
 
+/* rows of the observation window whose attention sums a policy reads (SnapKV, EMS) */
+static int obs_window(const skv_policy *p) {
+    if (!strcmp(p->name, "ems") && p->o.ems_window > 0) return p->o.ems_window;
+    return p->o.window > 0 ? p->o.window : 1;
+}
+
 int skv_session_prefill(skv_session *s, const int *tokens, int T) {
     if (T < 1) return skv_error("skv_session_prefill: no tokens");
     if (s->n + T > s->o.max_ctx)
         return skv_error("skv_session_prefill: %d + %d tokens exceed the context of %d", s->n, T, s->o.max_ctx);
+    if (s->o.prefill_base && s->n > 0) return skv_error("skv_session_prefill: a prefill base takes one prefill");
     /* an exact prefill over the cold tier needs it private and contiguous (copy-on-write) */
     if (s->pol->uses_cold && skv_kvcache_cold_flatten(s->kv)) return -1;
     /* the others stage this prefill from position n (their cold tier is empty) */
     if (!s->pol->uses_cold) skv_kvcache_cold_release(s->kv);
     if (skv_kvcache_cold_reserve(s->kv, s->n + T)) return -1;
     const bool online_pending = s->onl_llm && !s->mapped;
-    if (ensure_prefill_stats(s, s->pol->wants_colsum || online_pending || s->x_colsum, s->pol->wants_obs)) return -1;
+    const bool base = s->o.prefill_base;
+    if (ensure_prefill_stats(s, base || s->pol->wants_colsum || online_pending || s->x_colsum, base || s->pol->wants_obs))
+        return -1;
     if ((s->slm || s->slm_sess) && slm_run(s, tokens, T, true)) return -1;
     const int n0 = s->n;
-    int w = s->pol->o.window > 0 ? s->pol->o.window : 1;
-    if (!strcmp(s->pol->name, "ems") && s->pol->o.ems_window > 0) w = s->pol->o.ems_window;
+    const int w = obs_window(s->pol);
     s->pre_obs_from = n0 + T - w < n0 ? n0 : n0 + T - w;
     skv_fwd_opts fo = { .attn = sess_attn, .attn_ctx = s, .n_layers = s->o.n_layers };
     s->in_prefill = true;
@@ -529,6 +551,7 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T) {
         s->n += b;
     }
     s->in_prefill = false;
+    if (base) return 0;   /* derived sessions compress (skv_session_derive) */
     if (s->x_colsum)
         for (int l = 0; l < s->L_act; l++)
             for (int h = 0; h < s->m->cfg.n_head; h++)
@@ -548,6 +571,7 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T) {
 }
 
 int skv_session_step(skv_session *s, int token) {
+    if (s->o.prefill_base) return skv_error("skv_session_step: a prefill base does not step (derive a session from it)");
     if (s->n + 1 > s->o.max_ctx) return skv_error("skv_session_step: context of %d tokens is full", s->o.max_ctx);
     if (s->n == 0) return skv_session_prefill(s, &token, 1);
     if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + 1)) return -1;
@@ -602,6 +626,8 @@ static int slm_run_batch(skv_session *lead, skv_session **ss, const int *tokens,
 int skv_session_step_batch(skv_session **ss, const int *tokens, int n) {
     if (n < 1) return 0;
     if (n == 1) return skv_session_step(ss[0], tokens[0]) ? skv_error_prefix("batch entry 0") : 0;
+    for (int i = 0; i < n; i++)
+        if (ss[i]->o.prefill_base) return skv_error("batch entry %d: a prefill base does not step", i);
     if (n > 64) {   /* bounded stack arrays below */
         for (int i = 0; i < n; i += 64)
             if (skv_session_step_batch(ss + i, tokens + i, n - i < 64 ? n - i : 64)) return -1;
@@ -709,6 +735,72 @@ skv_session *skv_session_fork(const skv_session *s) {
     return f;
 fail:
     skv_error_prefix("session fork");
+    skv_session_free(f);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ derive */
+
+skv_session *skv_session_derive(skv_session *b, const skv_session_opts *o) {
+    if (!b || !o) { skv_error("skv_session_derive: bad arguments"); return NULL; }
+    const char *pname = o->policy ? o->policy : "full";
+    if (!b->o.prefill_base || b->n < 1) { skv_error("derive %s: the base is not a prefilled prefill base", pname); return NULL; }
+    if (o->prefill_base || o->n_layers || o->max_ctx != b->o.max_ctx || o->kv_f16 != b->o.kv_f16 || o->T_max != b->o.T_max) {
+        skv_error("derive %s: options differ from the base's in context, cache type, block size or depth", pname);
+        return NULL;
+    }
+    skv_session *f = skv_session_new(b->m, o);
+    if (!f) return NULL;
+    const skv_config *c = &b->m->cfg;
+    const int L = c->n_layer;
+    if (f->pol->wants_obs && obs_window(f->pol) != obs_window(b->pol)) {
+        skv_error("derive %s: observation window %d, the base kept %d", pname, obs_window(f->pol), obs_window(b->pol));
+        goto fail;
+    }
+    if (f->slm_sess) { skv_error("derive %s: a compressed SLM cache prefills itself", pname); goto fail; }
+    if (f->slm && (!b->slm || o->slm != b->o.slm || f->slm_layers > b->slm_layers)) {
+        skv_error("derive %s: the base ran %s SLM layers, %d needed", pname, b->slm ? "fewer or other" : "no", f->slm_layers);
+        goto fail;
+    }
+    /* the LLM: the cold tier shared copy-on-write, activations at the end of the prefill */
+    skv_kvcache_free(f->kv);
+    if (!(f->kv = skv_kvcache_clone(b->kv))) goto fail;
+    f->st->n_past = b->st->n_past;
+    memcpy(f->st->logits, b->st->logits, (size_t)c->vocab * sizeof(float));
+    f->n = b->n;
+    f->n_sel = b->n_sel;
+    /* the statistics a prefill of its own would have collected */
+    const bool online_pending = f->onl_llm && !f->mapped;
+    const size_t rows = (size_t)c->n_head * b->pre_stride;
+    f->pre_stride = b->pre_stride;
+    f->pre_obs_from = b->pre_obs_from;
+    if ((f->pol->wants_colsum || online_pending) && !(f->pre_colsum = copy_rows(b->pre_colsum, L, rows, "prefill column sums")))
+        goto fail;
+    if (f->pol->wants_obs && !(f->pre_obs = copy_rows(b->pre_obs, L, rows, "prefill window sums"))) goto fail;
+    if (f->slm) {
+        const skv_config *sc = &o->slm->cfg;
+        f->slm->n_past = b->slm->n_past;
+        const size_t per = (size_t)sc->n_kv_head * b->slm->S_cap * sc->head_dim * (o->kv_f16 ? 2 : 4);
+        const size_t srows = (size_t)sc->n_head * o->max_ctx * sizeof(float);
+        for (int l = 0; l < f->slm_layers; l++) {
+            memcpy(f->slm->k[l], b->slm->k[l], per);
+            memcpy(f->slm->v[l], b->slm->v[l], per);
+            memcpy(f->slm_colsum[l], b->slm_colsum[l], srows);
+            memcpy(f->slm_lastrow[l], b->slm_lastrow[l], srows);
+        }
+    }
+    if (online_pending) {
+        const int W = f->o.online_max, lim = f->n < W ? f->n : W;
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < c->n_head; h++)
+                for (int k = 0; k < lim; k++)
+                    f->onl_llm[l][(size_t)h * W + k] += f->pre_colsum[l][(size_t)h * f->pre_stride + k];
+        if (f->n >= f->o.online_min && online_match(f)) goto fail;
+    }
+    if (compress(f, 0)) goto fail;
+    return f;
+fail:
+    skv_error_prefix("derive %s", pname);
     skv_session_free(f);
     return NULL;
 }

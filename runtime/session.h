@@ -47,6 +47,11 @@ typedef struct {
     double slm_budget;         /* SLM cache compressed by H2O to this fraction (0 or >= 1: full cache) */
     bool slm_session;          /* run the SLM through a session even at slm_budget 1 (tests) */
     int n_layers;              /* run only the first n layers (0 = all; then no logits): SLM use */
+    /* A prefill base (skv_session_derive): policy full, one exact prefill that keeps every
+     * K/V in the cold tier and every statistic a policy's compression reads (column sums,
+     * window sums over popts.window rows, and with slm set the SLM's state to slm_layers
+     * (0: all) with its column sums / last rows), and compresses nothing. It cannot step. */
+    bool prefill_base;
 } skv_session_opts;
 
 void skv_session_opts_default(skv_session_opts *o);
@@ -119,6 +124,15 @@ int skv_session_step(skv_session *s, int token);
  * by one, up to the matmul path note in forward.h. -1 + error naming the entry; after an
  * error the sessions of the batch are in an undefined state. */
 int skv_session_step_batch(skv_session **ss, const int *tokens, int n);
+/* A new session with options o that continues from the exact prefill of base (a
+ * prefill_base session, prefilled once): it shares base's cold tier copy-on-write, copies
+ * the statistics its policy reads and (SmallKV) the SLM's state to its depth, then
+ * compresses exactly as its own prefill of the same tokens would. One exact prefill thus
+ * serves every policy and budget. Refused (NULL + error) when the result could differ from
+ * a prefill of its own: another model, max_ctx or cache type, another observation window,
+ * an SLM deeper than base's or other than base's, a compressed SLM (slm_budget < 1),
+ * n_layers, export. */
+skv_session *skv_session_derive(skv_session *base, const skv_session_opts *o);
 /* Deep copy that continues identically. NULL + error. */
 skv_session *skv_session_fork(const skv_session *s);
 const float *skv_session_logits(const skv_session *s);

@@ -5,6 +5,11 @@
  *   - policy specs parse into canonical labels, bad modifiers are refused;
  *   - fidelity on a tiny random model: full vs the full-cache reference is exact (KL 0,
  *     top-1 100%), a 30% H2O cache is not;
+ *   - fidelity batched (cells decoded together) equals one by one, and cells derived from
+ *     one shared prefill equal their own prefills (the runner derives, test_session checks
+ *     derive against a prefill of its own);
+ *   - generation of many cells together (one shared prefill, batched decoding, a cell that
+ *     cannot derive prefilling itself) gives each cell the text it gets alone (SmolLM2);
  *   - resume: `smallkv eval` rerun on its own output adds only the missing cells and leaves
  *     the finished ones untouched (SmolLM2; skipped without the model or the binary). */
 #include <setjmp.h>
@@ -17,9 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "../runtime/eval_data.h"
 #include "../runtime/eval_metrics.h"
 #include "../runtime/eval_run.h"
 #include "../runtime/eval_store.h"
+#include "../runtime/tokenizer.h"
 #include "../runtime/util.h"
 #include "support/tiny_model.h"
 
@@ -173,6 +180,20 @@ static void test_fidelity_tiny(void **st) {
     assert_true(s[1].kl_mean > 0);
     assert_true(s[2].kl_mean >= 0 && isfinite(s[2].kl_mean));
     assert_true(cells[1].mem.hot_used < cells[0].mem.hot_used);
+    /* batched: the same numbers (batches under skv_matmul_gemm_min_t(F32) = 4 rows use the
+     * integer/float dots of one-by-one decode, see forward.h) */
+    skv_fid_cell cb[3] = {{.pol = &pf, .budget = 1}, {.pol = &ph, .budget = 0.3}, {.pol = &ps, .budget = 0.3}};
+    c.batch = 3;
+    assert_int_equal(skv_eval_fidelity(&c, toks, N, P, cb, 3, NULL, NULL, NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        skv_fid_summary sb;
+        skv_fid_summarize(&cb[i].acc, &sb);
+        skv_fid_free(&cb[i].acc);
+        assert_true(sb.kl_mean == s[i].kl_mean && sb.top1 == s[i].top1 && sb.ppl_pol == s[i].ppl_pol);
+        assert_true(cb[i].shared_prefill && !cb[i].timed && cells[i].timed);
+        assert_int_equal(cb[i].restores, cells[i].restores);
+    }
+    c.batch = 0;
     /* bad arguments */
     assert_int_equal(skv_eval_fidelity(&c, toks, P + 1, P, cells, 1, NULL, NULL, NULL), -1);
     free(map);
@@ -202,6 +223,52 @@ static char *record_text(const char *path, const char *policy) {
         if (!strcmp(cJSON_GetObjectItem(r, "policy")->valuestring, policy)) out = cJSON_PrintUnformatted(r);
     skv_store_free(s);
     return out;
+}
+
+static void test_generate_cells(void **st) {
+    (void)st;
+    const char *d = getenv("SKV_MODELS_DIR");
+    char model[512];
+    snprintf(model, sizeof model, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", d ? d : "models");
+    if (access(model, R_OK)) { print_message("needs %s: skipping\n", model); skip(); }
+    skv_model *m = skv_model_load_gguf(model);
+    assert_non_null(m);
+    const char *text = "Alice keeps three red boxes in the attic. Bob keeps two blue boxes in the garage. "
+                       "The red boxes hold old letters, the blue ones hold tools. Carol borrowed one blue box "
+                       "last winter and never gave it back, so Bob now has only one box left in the garage. "
+                       "Alice, meanwhile, bought a fourth red box for her photographs. ";
+    int *ctx = NULL, *q = NULL;
+    const int nc = skv_eval_tokenize(m->tok, text, strlen(text), skv_tok_add_bos(m->tok), &ctx);
+    const char *qs = "Question: how many boxes does Alice have? Answer:";
+    const int nq = skv_eval_tokenize(m->tok, qs, strlen(qs), false, &q);
+    assert_true(nc > 50 && nq > 3);
+    int *map = malloc(sizeof(int) * m->cfg.n_layer * m->cfg.n_head);
+    for (int i = 0; i < m->cfg.n_layer * m->cfg.n_head; i++) map[i] = i;
+    skv_eval_ctx c = {.llm = m, .slm = m, .map = map, .kv_f16 = true, .T_max = 256, .batch = 8};
+    const char *specs[] = {"full", "h2o", "snapkv", "smallkv", "smallkv:slmb=0.5"};
+    enum { NP = 5 };
+    skv_eval_pol pol[NP];
+    skv_gen_cell cells[NP];
+    for (int i = 0; i < NP; i++) {
+        skv_eval_pol_default(&pol[i]);
+        assert_int_equal(skv_eval_pol_parse(specs[i], &pol[i]), 0);
+        cells[i] = (skv_gen_cell){.pol = &pol[i], .budget = 0.3};
+    }
+    assert_int_equal(skv_eval_generate_cells(&c, cells, NP, ctx, nc, q, nq, 12, NULL, NULL), 0);
+    c.batch = 1;
+    for (int i = 0; i < NP; i++) {
+        skv_gen_out one;
+        assert_int_equal(skv_eval_generate(&c, &pol[i], 0.3, ctx, nc, q, nq, 12, NULL, NULL, &one), 0);
+        print_message("%-18s together: '%s'  alone: '%s'\n", specs[i], cells[i].out.text, one.text);
+        assert_string_equal(cells[i].out.text, one.text);
+        assert_int_equal(cells[i].out.n_gen, one.n_gen);
+        assert_true(cells[i].shared_prefill == (i < NP - 1));   /* a compressed SLM prefills itself */
+        assert_true(cells[i].out.mem.hot_used == one.mem.hot_used);
+        free(one.text);
+        free(cells[i].out.text);
+    }
+    free(ctx); free(q); free(map);
+    skv_model_free(m);
 }
 
 static void test_resume(void **st) {
@@ -246,6 +313,7 @@ int main(void) {
         cmocka_unit_test(test_store),
         cmocka_unit_test(test_policy_specs),
         cmocka_unit_test(test_fidelity_tiny),
+        cmocka_unit_test(test_generate_cells),
         cmocka_unit_test(test_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -331,6 +331,70 @@ static void test_fork_shares_cold(void **st) {
     free(map);
 }
 
+/* one exact prefill, derived into every policy: each derived session continues exactly as
+ * a session that prefilled the same tokens itself (logits after the prefill and over 15
+ * greedy steps bit-identical), and derive refuses what it cannot reproduce */
+static void test_derive(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const int V = tiny->cfg.vocab, np = 70;
+    int toks[128];
+    prompt(toks, np, V, 29);
+    int *map = identity_map(tiny);
+    skv_session_opts bo;
+    skv_session_opts_default(&bo);
+    bo.max_ctx = 512; bo.T_max = 32; bo.slm = tiny; bo.prefill_base = true;
+    skv_session *base = skv_session_new(tiny, &bo);
+    assert_non_null(base);
+    assert_int_equal(skv_session_prefill(base, toks, np), 0);
+    assert_int_equal(skv_session_step(base, 1), -1);              /* a base does not step */
+    assert_int_equal(skv_session_prefill(base, toks, 4), -1);     /* nor prefills twice */
+    struct { const char *pol; bool online, nosal; double b; } cs[] = {
+        {"full", 0, 0, 1.0}, {"streamingllm", 0, 0, 0.3}, {"h2o", 0, 0, 0.3}, {"snapkv", 0, 0, 0.3},
+        {"pyramidkv", 0, 0, 0.3}, {"adakv", 0, 0, 0.3}, {"ems", 0, 0, 0.3}, {"smallkv", 0, 0, 0.3},
+        {"smallkv", 1, 0, 0.3}, {"smallkv", 0, 1, 0.2}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        skv_session_opts o;
+        skv_session_opts_default(&o);
+        o.policy = cs[i].pol; o.budget = cs[i].b; o.max_ctx = 512; o.T_max = 32;
+        o.slm = tiny; o.map = map; o.online_map = cs[i].online; o.popts.no_saliency = cs[i].nosal;
+        o.online_min = 40; o.online_max = 60;
+        skv_session *a = skv_session_new(tiny, &o);
+        assert_non_null(a);
+        assert_int_equal(skv_session_prefill(a, toks, np), 0);
+        skv_session *d = skv_session_derive(base, &o);
+        if (!d) print_message("derive %s: %s\n", cs[i].pol, skv_last_error());
+        assert_non_null(d);
+        for (int t = 0; t < 15; t++) {
+            assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
+            int nx = argmax(skv_session_logits(a), V);
+            assert_int_equal(skv_session_step(a, nx), 0);
+            assert_int_equal(skv_session_step(d, nx), 0);
+        }
+        assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
+        skv_session_mem ra, rd;
+        skv_session_mem_report(a, &ra);
+        skv_session_mem_report(d, &rd);
+        assert_true(ra.hot_used == rd.hot_used && ra.cold_used == rd.cold_used);
+        assert_int_equal(a->restores, d->restores);
+        skv_session_free(a);
+        skv_session_free(d);
+    }
+    /* refused: a compressed SLM, another observation window, another context */
+    skv_session_opts o;
+    skv_session_opts_default(&o);
+    o.policy = "smallkv"; o.budget = 0.3; o.max_ctx = 512; o.T_max = 32; o.slm = tiny; o.map = map;
+    o.slm_budget = 0.4;
+    assert_null(skv_session_derive(base, &o));
+    o.slm_budget = 0; o.max_ctx = 256;
+    assert_null(skv_session_derive(base, &o));
+    o.policy = "snapkv"; o.max_ctx = 512; o.popts.window = 8;
+    assert_null(skv_session_derive(base, &o));
+    assert_non_null(strstr(skv_last_error(), "window"));
+    skv_session_free(base);
+    free(map);
+}
+
 /* SmallKV with the SLM cache compressed by H2O (slm_budget): at 1.0 through the SLM session
  * it matches the plain SLM; at 0.4 the SLM cache bytes drop to about 40% */
 static void test_slm_budget(void **st) {
@@ -424,6 +488,7 @@ int main(void) {
         cmocka_unit_test(test_budgets_hold),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_fork_shares_cold),
+        cmocka_unit_test(test_derive),
         cmocka_unit_test(test_slm_budget),
         cmocka_unit_test(test_online_map_defers),
         cmocka_unit_test(test_bad_options),

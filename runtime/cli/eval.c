@@ -54,9 +54,12 @@ static const char *EVAL_USAGE =
     "  --data DIR           data folder (default $SKV_DATA_DIR or ../shared/data)\n"
     "  --kv f16|f32         KV element type (default f16)\n"
     "  --threads N          OpenMP threads (default: all cores)\n"
+    "  --batch N            cells decoded together per step (default 16); 1 steps them one by\n"
+    "                       one and times each fidelity cell (for speed comparisons)\n"
     "  -o FILE              results JSON: created, or resumed (units already there are skipped)\n"
-    "Records are written after every unit (atomic rewrite); progress and ETA go to stderr on a\n"
-    "terminal.\n";
+    "One exact prefill per unit serves every cell (derived sessions, see session.h).\n"
+    "Records are written after every unit (atomic rewrite); progress and ETA go to stderr (a\n"
+    "line per unit when stderr is not a terminal).\n";
 
 #define MAXL 64
 
@@ -68,7 +71,7 @@ typedef struct {
     int lengths[MAXL]; int n_lengths;
     int depths[MAXL]; int n_depths;
     char *bbh_tasks[MAXL]; int n_bbh;
-    int limit, tokens, prefill, max_new, threads, combine;
+    int limit, tokens, prefill, max_new, threads, combine, batch;
     /* loaded */
     skv_model *llm, *slm;
     skv_profile *prof;
@@ -139,13 +142,15 @@ static void fmt_dur(double s, char *b, size_t n) {
 }
 
 static void show_progress(eval_cfg *c, double unit_frac) {
-    if (!isatty(2)) return;
+    const bool tty = isatty(2);
+    if (!tty && unit_frac < 1) return;
     double done = c->work_done + unit_frac * c->unit_work, el = skv_now() - c->t_start;
     char e1[32], e2[32];
     fmt_dur(el, e1, sizeof e1);
     fmt_dur(done > 0 ? el / done * (c->work_total - done) : -1, e2, sizeof e2);
-    fprintf(stderr, "\r[%s] %-40.40s %5.1f%%  elapsed %s  ETA %s   ", c->task, c->unit_name ? c->unit_name : "",
-            c->work_total > 0 ? 100.0 * done / c->work_total : 0, e1, e2);
+    fprintf(stderr, "%s[%s] %-40.40s %5.1f%%  elapsed %s  ETA %s   %s", tty ? "\r" : "", c->task,
+            c->unit_name ? c->unit_name : "", c->work_total > 0 ? 100.0 * done / c->work_total : 0, e1, e2,
+            tty ? "" : "\n");
     fflush(stderr);
 }
 
@@ -286,6 +291,7 @@ static int run_fidelity(eval_cfg *c, bool calibration) {
             free(toks);
             if (rc) { free(text); for (int i = 0; i < n; i++) skv_fid_free(&cells[i].acc); return cli_fail(unit); }
             c->work_done += (double)steps * (1 + npl * c->n_budgets);
+            show_progress(c, 0);
             for (int i = 0; i < n; i++) {
                 skv_fid_summary s;
                 skv_fid_summarize(&cells[i].acc, &s);
@@ -317,8 +323,13 @@ static int run_fidelity(eval_cfg *c, bool calibration) {
                     cJSON_AddNumberToObject(m, "profile_mean_matched_cosine", skv_profile_mean_matched(c->prof, SKV_METRIC_COSINE));
                 }
                 add_mem(r, &cells[i].mem);
-                cJSON_AddNumberToObject(r, "seconds", cells[i].seconds);
-                cJSON_AddNumberToObject(r, "seconds_per_step", cells[i].seconds / (s.steps ? s.steps : 1));
+                cJSON_AddBoolToObject(r, "shared_prefill", cells[i].shared_prefill);
+                cJSON_AddNumberToObject(r, "prefill_seconds", cells[i].prefill_s);
+                cJSON_AddNumberToObject(r, "batch", c->ctx.batch > 1 ? c->ctx.batch : 1);
+                if (cells[i].timed) {   /* decode time of this cell alone (--batch 1) */
+                    cJSON_AddNumberToObject(r, "seconds", cells[i].seconds);
+                    cJSON_AddNumberToObject(r, "seconds_per_step", cells[i].seconds / (s.steps ? s.steps : 1));
+                }
                 skv_fid_free(&cells[i].acc);
                 if (skv_store_add(c->store, r)) { free(text); return cli_fail(NULL); }
             }
@@ -341,51 +352,59 @@ static bool passkey_stop(const char *text, void *u) {
     return *p != 0;   /* a non-digit after the first number */
 }
 
-/* Run every pending cell of one unit (same context for all) and store records. */
+/* Run every pending cell of one unit (same context for all: one shared prefill, decoded
+ * together) and store records. */
 static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *ctx, int n_ctx, const int *q, int n_q,
                     int max_new, skv_eval_stop stop, const char *gold, int kind /* 0 passkey 1 gsm8k 2 bbh */) {
-    int cells = 0;
-    for (int p = 0; p < c->n_pols; p++) cells += strcmp(c->pols[p].policy, "full") ? c->n_budgets : 1;
-    int k = 0;
+    skv_gen_cell cells[MAXL * MAXL / 4];
+    char keys[MAXL * MAXL / 4][512];
+    int n = 0, rc = CLI_OK;
     for (int p = 0; p < c->n_pols; p++)
         for (int b = 0; b < c->n_budgets; b++) {
             const skv_eval_pol *pol = &c->pols[p];
             if (!strcmp(pol->policy, "full") && b > 0) continue;
-            char key[512];
-            make_key(c, unit, pol, c->budgets[b], key, sizeof key);
-            c->unit_name = unit;
-            c->unit_work = 1;
-            show_progress(c, 0);
-            if (skv_store_has(c->store, key)) { c->work_done += 1; k++; continue; }
-            skv_gen_out g;
-            if (skv_eval_generate(&c->ctx, pol, c->budgets[b], ctx, n_ctx, q, n_q, max_new, stop, NULL, &g)) {
-                cJSON_Delete(unit_json);
-                return cli_fail(unit);
-            }
-            char pred[256] = "";
-            bool ok;
-            if (kind == 0) { skv_first_digits(g.text, pred, sizeof pred); ok = !strcmp(pred, gold); }
-            else if (kind == 1) { skv_extract_gsm8k(g.text, pred, sizeof pred); ok = !strcmp(pred, gold); }
-            else { skv_extract_bbh(g.text, pred, sizeof pred); ok = skv_bbh_match(pred, gold); }
-            cJSON *r = base_record(c, key, pol, c->budgets[b], cJSON_Duplicate(unit_json, 1));
-            cJSON *m = cJSON_AddObjectToObject(r, "metrics");
-            cJSON_AddBoolToObject(m, "correct", ok);
-            cJSON_AddStringToObject(m, "pred", pred);
-            cJSON_AddStringToObject(m, "gold", gold);
-            cJSON_AddNumberToObject(m, "prompt_tokens", n_ctx + n_q);
-            cJSON_AddNumberToObject(m, "generated_tokens", g.n_gen);
-            cJSON_AddStringToObject(m, "output", g.text);
-            add_mem(r, &g.mem);
-            cJSON_AddNumberToObject(r, "prefill_seconds", g.prefill_s);
-            cJSON_AddNumberToObject(r, "decode_seconds", g.decode_s);
-            free(g.text);
-            c->work_done += 1;
-            k++;
-            if (skv_store_add(c->store, r)) { cJSON_Delete(unit_json); return cli_fail(NULL); }
+            if (n == (int)(sizeof cells / sizeof *cells)) break;
+            make_key(c, unit, pol, c->budgets[b], keys[n], sizeof keys[n]);
+            if (skv_store_has(c->store, keys[n])) { c->work_done += 1; continue; }
+            memset(&cells[n], 0, sizeof cells[n]);
+            cells[n].pol = pol;
+            cells[n].budget = c->budgets[b];
+            n++;
         }
+    c->unit_name = unit;
+    c->unit_work = n;
+    if (n && skv_eval_generate_cells(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, NULL)) {
+        cJSON_Delete(unit_json);
+        return cli_fail(unit);
+    }
+    for (int i = 0; i < n; i++) {
+        const skv_eval_pol *pol = cells[i].pol;
+        skv_gen_out *g = &cells[i].out;
+        char pred[256] = "";
+        bool ok;
+        if (kind == 0) { skv_first_digits(g->text, pred, sizeof pred); ok = !strcmp(pred, gold); }
+        else if (kind == 1) { skv_extract_gsm8k(g->text, pred, sizeof pred); ok = !strcmp(pred, gold); }
+        else { skv_extract_bbh(g->text, pred, sizeof pred); ok = skv_bbh_match(pred, gold); }
+        cJSON *r = base_record(c, keys[i], pol, cells[i].budget, cJSON_Duplicate(unit_json, 1));
+        cJSON *m = cJSON_AddObjectToObject(r, "metrics");
+        cJSON_AddBoolToObject(m, "correct", ok);
+        cJSON_AddStringToObject(m, "pred", pred);
+        cJSON_AddStringToObject(m, "gold", gold);
+        cJSON_AddNumberToObject(m, "prompt_tokens", n_ctx + n_q);
+        cJSON_AddNumberToObject(m, "generated_tokens", g->n_gen);
+        cJSON_AddStringToObject(m, "output", g->text);
+        add_mem(r, &g->mem);
+        cJSON_AddBoolToObject(r, "shared_prefill", cells[i].shared_prefill);
+        cJSON_AddNumberToObject(r, "prefill_seconds", g->prefill_s);
+        cJSON_AddNumberToObject(r, "decode_seconds_all_cells", g->decode_s);
+        cJSON_AddNumberToObject(r, "cells_together", n);
+        c->work_done += 1;
+        if (rc == CLI_OK && skv_store_add(c->store, r)) rc = cli_fail(NULL);
+    }
+    for (int i = 0; i < n; i++) free(cells[i].out.text);
     cJSON_Delete(unit_json);
-    (void)cells;
-    return CLI_OK;
+    show_progress(c, 0);
+    return rc;
 }
 
 static int n_cells(const eval_cfg *c) {
@@ -485,7 +504,7 @@ int cmd_eval(int argc, char **argv) {
     eval_cfg c;
     memset(&c, 0, sizeof c);
     c.kv = "f16";
-    c.tokens = 2048; c.prefill = 512;
+    c.tokens = 2048; c.prefill = 512; c.batch = 16;
     c.combine = SKV_COMBINE_RENORM;
     c.data_dir = getenv("SKV_DATA_DIR") && *getenv("SKV_DATA_DIR") ? getenv("SKV_DATA_DIR") : "../shared/data";
     const char *pols = "full,streamingllm,h2o,snapkv,pyramidkv,adakv,smallkv", *budgets = "0.05,0.1,0.2,0.4";
@@ -518,6 +537,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--prefill")) ok = cli_int(argc, argv, &i, 1, 1 << 20, &c.prefill);
         else if (!strcmp(a, "--max-new")) ok = cli_int(argc, argv, &i, 1, 1 << 16, &c.max_new);
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &c.threads);
+        else if (!strcmp(a, "--batch")) ok = cli_int(argc, argv, &i, 1, 64, &c.batch);
         else if (a[0] == '-' && a[1]) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: unknown option '%s'", a); }
         else if (!c.task) c.task = a;
         else { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: unexpected argument '%s'", a); }
@@ -583,6 +603,7 @@ int cmd_eval(int argc, char **argv) {
     c.ctx.map = c.prof ? c.prof->map : NULL;
     c.ctx.kv_f16 = !strcmp(c.kv, "f16");
     c.ctx.T_max = 256;
+    c.ctx.batch = c.batch;
     c.t_start = skv_now();
     int before = skv_store_count(c.store);
     if (!strcmp(c.task, "fidelity")) rc = run_fidelity(&c, false);
