@@ -59,7 +59,7 @@ static const char *EVAL_USAGE =
     "  -o FILE              results JSON: created, or resumed (units already there are skipped)\n"
     "One exact prefill per unit serves every cell (derived sessions, see session.h).\n"
     "Records are written after every unit (atomic rewrite); progress and ETA go to stderr (a\n"
-    "line per unit when stderr is not a terminal).\n";
+    "line per unit or per minute when stderr is not a terminal).\n";
 
 #define MAXL 64
 
@@ -143,7 +143,9 @@ static void fmt_dur(double s, char *b, size_t n) {
 
 static void show_progress(eval_cfg *c, double unit_frac) {
     const bool tty = isatty(2);
-    if (!tty && unit_frac < 1) return;
+    static double last_line;   /* off a terminal: a line per unit, or per minute within one */
+    if (!tty && unit_frac > 0 && skv_now() - last_line < 60) return;
+    if (!tty) last_line = skv_now();
     double done = c->work_done + unit_frac * c->unit_work, el = skv_now() - c->t_start;
     char e1[32], e2[32];
     fmt_dur(el, e1, sizeof e1);
