@@ -64,6 +64,7 @@ typedef struct {
     skv_session_mem mem;
     double seconds;               /* decode time of this cell (when timed, i.e. c->batch <= 1) */
     bool timed;
+    double slm_s;                 /* of seconds, the SLM's part (smallkv) */
     double prefill_s;             /* the shared prefill + this cell's derive (or own prefill) */
     bool shared_prefill;          /* derived from the shared prefill */
     int restores;

@@ -494,7 +494,16 @@ static int ensure_prefill_stats(skv_session *s, bool colsum, bool obs) {
     return 0;
 }
 
+static int slm_run_timed(skv_session *s, const int *tokens, int T, bool prefill);
+
 static int slm_run(skv_session *s, const int *tokens, int T, bool prefill) {
+    const double t0 = skv_now();
+    int rc = slm_run_timed(s, tokens, T, prefill);
+    s->slm_seconds += skv_now() - t0;
+    return rc;
+}
+
+static int slm_run_timed(skv_session *s, const int *tokens, int T, bool prefill) {
     if (s->slm_sess) {
         int rc = prefill ? skv_session_prefill(s->slm_sess, tokens, T) : skv_session_step(s->slm_sess, tokens[0]);
         return rc ? skv_error_prefix("SLM") : 0;
@@ -657,7 +666,9 @@ int skv_session_step_batch(skv_session **ss, const int *tokens, int n) {
     int tks[nj], nw = 0;
     for (int i = 0; i < nj; i++)
         if (join[i]->slm || join[i]->slm_sess) { with_slm[nw] = join[i]; tks[nw++] = tk[i]; }
+    const double t_slm = skv_now();
     if (nw > 0 && slm_run_batch(lead, with_slm, tks, nw)) return -1;
+    for (int i = 0; i < nw; i++) with_slm[i]->slm_seconds += (skv_now() - t_slm) / nw;
     skv_state *st[nj];
     skv_fwd_opts fo[nj];
     for (int i = 0; i < nj; i++) {

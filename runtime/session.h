@@ -97,6 +97,8 @@ struct skv_session {
     bool mapped;
     float **onl_llm;           /* online matching: [L] -> (H, online_max) LLM column sums */
     int restores;              /* rows promoted from the cold tier so far (not appends) */
+    double slm_seconds;        /* wall time in the SLM so far (a batched SLM step is split
+                                  evenly over its sessions) */
     int L_act;                 /* layers run (o.n_layers or all) */
     skv_session *slm_sess;     /* SLM as a compressed session (slm_budget < 1), or NULL */
     /* export of every attention row (SLM session): [L_act] -> (H, x_stride) */

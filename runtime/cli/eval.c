@@ -331,6 +331,7 @@ static int run_fidelity(eval_cfg *c, bool calibration) {
                 if (cells[i].timed) {   /* decode time of this cell alone (--batch 1) */
                     cJSON_AddNumberToObject(r, "seconds", cells[i].seconds);
                     cJSON_AddNumberToObject(r, "seconds_per_step", cells[i].seconds / (s.steps ? s.steps : 1));
+                    if (is_smallkv(cells[i].pol)) cJSON_AddNumberToObject(r, "slm_seconds", cells[i].slm_s);
                 }
                 skv_fid_free(&cells[i].acc);
                 if (skv_store_add(c->store, r)) { free(text); return cli_fail(NULL); }

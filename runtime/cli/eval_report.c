@@ -22,8 +22,8 @@ static const char *REPORT_USAGE =
 typedef struct {
     char task[24], group[192], policy[128];
     double budget;
-    double steps, kl, p95, top1, nll, nll_full, agree, agree_full, hot, sps;
-    int docs, n, correct, n_agree;
+    double steps, kl, p95, top1, nll, nll_full, agree, agree_full, hot, cold, slmc, sps, slm_sps;
+    int docs, n, correct, n_agree, n_sps;
 } cell;
 
 typedef struct { cell *c; int n, cap; } cells;
@@ -261,8 +261,15 @@ int cmd_eval_report(int argc, char **argv) {
             c->nll += st * jnum(m, "nll_mean");
             c->nll_full += st * jnum(m, "nll_full_mean");
             c->hot += jnum(mem, "hot_bytes");
-            double sps = jnum(r, "seconds_per_step");
-            if (!isnan(sps)) c->sps += sps;
+            if (!isnan(jnum(mem, "cold_bytes"))) c->cold += jnum(mem, "cold_bytes");
+            if (!isnan(jnum(mem, "slm_cache_bytes"))) c->slmc += jnum(mem, "slm_cache_bytes");
+            double sps = jnum(r, "seconds_per_step");   /* only in runs timed cell by cell (--batch 1) */
+            if (!isnan(sps)) {
+                c->sps += sps;
+                c->n_sps++;
+                double slm = jnum(r, "slm_seconds");
+                if (!isnan(slm)) c->slm_sps += slm / st;
+            }
             if (!isnan(jnum(m, "map_agreement"))) { c->agree += jnum(m, "map_agreement"); c->agree_full += jnum(m, "map_agreement_full"); c->n_agree++; }
         } else {
             c->correct += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "correct"));
@@ -294,9 +301,9 @@ int cmd_eval_report(int argc, char **argv) {
                 last_group = c->group;
                 if (fid) {
                     fprintf(f, "\n**%s** (%s)\n\n", c->group, t == 1 ? "profile vs online mapping" : "teacher-forced");
-                    fprintf(f, "| policy | budget | docs | steps | mean KL | p95 KL | top-1 | ppl | ppl / full | hot KiB | s/step |%s\n",
-                            t == 1 ? " map agreement (restricted / full) |" : "");
-                    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", t == 1 ? "---:|" : "");
+                    fprintf(f, "| policy | budget | docs | steps | mean KL | p95 KL | top-1 | ppl | ppl / full | hot KiB | cold KiB | "
+                               "SLM cache KiB | s/step | SLM share |%s\n", t == 1 ? " map agreement (restricted / full) |" : "");
+                    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", t == 1 ? "---:|" : "");
                     char svg[4400], gname[192];
                     group_file_name(gname, sizeof gname, c->group);
                     snprintf(svg, sizeof svg, "%s-%s-%s.svg", base, tasks[t], gname);
@@ -311,9 +318,15 @@ int cmd_eval_report(int argc, char **argv) {
             }
             if (fid) {
                 double st = c->steps > 0 ? c->steps : 1;
-                fprintf(f, "| %s | %g | %d | %.0f | %.4f | %.4f | %.1f%% | %.3f | %.4f | %.0f | %.3f |", c->policy, c->budget, c->docs, c->steps,
-                        c->kl / st, c->p95 / (c->docs ? c->docs : 1), 100 * c->top1 / st, exp(c->nll / st), exp((c->nll - c->nll_full) / st),
-                        c->hot / (c->docs ? c->docs : 1) / 1024, c->sps / (c->docs ? c->docs : 1));
+                const double nd = c->docs ? c->docs : 1;
+                fprintf(f, "| %s | %g | %d | %.0f | %.4f | %.4f | %.1f%% | %.3f | %.4f | %.0f | %.0f | %.0f |", c->policy, c->budget, c->docs,
+                        c->steps, c->kl / st, c->p95 / nd, 100 * c->top1 / st, exp(c->nll / st), exp((c->nll - c->nll_full) / st),
+                        c->hot / nd / 1024, c->cold / nd / 1024, c->slmc / nd / 1024);
+                /* time only from runs that stepped cell by cell; batched runs show - */
+                if (c->n_sps) fprintf(f, " %.3f |", c->sps / c->n_sps);
+                else fprintf(f, " - |");
+                if (c->n_sps && c->slm_sps > 0) fprintf(f, " %.0f%% |", 100 * c->slm_sps / c->sps);
+                else fprintf(f, " - |");
                 if (t == 1) {
                     if (c->n_agree) fprintf(f, " %.1f%% / %.1f%% |", 100 * c->agree / c->n_agree, 100 * c->agree_full / c->n_agree);
                     else fprintf(f, " - |");
