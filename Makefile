@@ -181,11 +181,15 @@ valgrind: all
 
 # ---- evaluation (smallkv eval; docs/results.md) ----
 #   make eval-quick   test pair (SmolLM2 as SLM and LLM), reduced grid, minutes on 2 cores
-#   make eval         evaluation pair (Qwen2.5-Coder 0.5B SLM, 1.5B LLM), in resumable pieces:
-#                     make eval-fidelity eval-passkey eval-calibration eval-gsm8k eval-bbh
-#                     (each resumes its results/*.json; interrupt and rerun at will)
-EVAL_THREADS ?= 1
+#   make eval         evaluation pair (Qwen2.5-Coder 0.5B SLM, 1.5B LLM), in resumable pieces
+#                     of under two hours each on 2 cores:
+#                     make eval-fidelity eval-ablation eval-passkey eval-speed eval-gsm8k eval-bbh
+#                     (each resumes its results/*.json; interrupt and rerun at will). One exact
+#                     prefill per document / prompt is derived into every cell, and the cells
+#                     decode together in batches (--batch).
+EVAL_THREADS ?= 2
 EVAL_NICE    ?= nice -n 5
+EVAL_ENV     ?= OMP_WAIT_POLICY=PASSIVE
 SKV          := $(BUILD)/bin/smallkv
 SMOL         := models/SmolLM2-135M-Instruct.Q4_1.gguf
 SMOL_PROF    := profiles/smollm2-135m-self.skvprof
@@ -194,13 +198,15 @@ QWEN_SLM     := models/qwen2.5-coder-0.5b.gguf
 QWEN_LLM     := models/qwen2.5-coder-1.5b.gguf
 QWEN_PROF    := profiles/qwen2.5-coder-0.5b-1.5b.skvprof
 QWEN_MAP     := $(if $(wildcard $(QWEN_PROF)),--profile $(QWEN_PROF),--mapping online)
-EVAL_POLICIES ?= full,streamingllm,h2o,snapkv,pyramidkv,adakv,ems,smallkv:sum,smallkv:mass
+EVAL_POLICIES ?= full,streamingllm,h2o,snapkv,pyramidkv,adakv,ems,smallkv
+EVAL_ABLATION ?= smallkv:nosal,smallkv:nomarg,smallkv:sum,smallkv:mass,smallkv:online,smallkv:depth=24,smallkv:slmb=0.4
+EVAL_TASK_POLICIES ?= full,h2o,snapkv,pyramidkv,ems,smallkv
 EVAL_BUDGETS  ?= 0.05,0.1,0.2,0.4
-EVAL_LIMIT    ?= 20
-QUICK := $(EVAL_NICE) $(SKV) eval --llm $(SMOL) --slm $(SMOL) $(SMOL_MAP) --threads $(EVAL_THREADS)
-QEVAL := $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
+EVAL_LIMIT    ?= 100
+QUICK := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(SMOL) --slm $(SMOL) $(SMOL_MAP) --threads $(EVAL_THREADS)
+QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 
-.PHONY: eval-quick eval eval-fidelity eval-passkey eval-calibration eval-gsm8k eval-bbh eval-report
+.PHONY: eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
 eval-quick: $(SKV)
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -209,21 +215,31 @@ eval-quick: $(SKV)
 	  --policies full,h2o,snapkv,smallkv:sum -o results/quick-passkey.json
 	$(SKV) eval report results/quick-fidelity.json results/quick-passkey.json -o results/quick.md
 
-eval: eval-fidelity eval-passkey eval-calibration eval-gsm8k eval-bbh eval-report
+eval: eval-fidelity eval-ablation eval-passkey eval-speed eval-gsm8k eval-bbh eval-report
+# the 1535-step protocol (N = 2048, P = 512), one document per corpus, every policy and budget
 eval-fidelity: $(SKV)
 	@mkdir -p results
-	$(QEVAL) fidelity --policies $(EVAL_POLICIES) --budgets $(EVAL_BUDGETS) -o results/qwen-fidelity.json
+	$(QEVAL) fidelity --policies $(EVAL_POLICIES) --budgets $(EVAL_BUDGETS) --batch 32 -o results/qwen-fid2048.json
+# SmallKV ablations at 10 / 20 %, the same documents and protocol
+eval-ablation: $(SKV)
+	@mkdir -p results
+	$(QEVAL) fidelity --policies $(EVAL_ABLATION) --budgets 0.1,0.2 --batch 32 -o results/qwen-fid2048-ablation.json
 eval-passkey: $(SKV)
 	@mkdir -p results
-	$(QEVAL) passkey --policies $(EVAL_POLICIES) --budgets $(EVAL_BUDGETS) -o results/qwen-passkey.json
+	$(QEVAL) passkey --policies $(EVAL_POLICIES) --budgets 0.1,0.2 -o results/qwen-passkey.json
+# speed and memory ratios: every cell stepped alone and timed (--batch 1), a shorter document
+eval-speed: $(SKV)
+	@mkdir -p results
+	$(QEVAL) fidelity --policies full,h2o,snapkv,smallkv,smallkv:nosal --budgets 0.1,0.2 --tokens 1024 \
+	  --corpora wikitext2 --batch 1 -o results/qwen-speed.json
 eval-calibration: $(SKV)
 	@mkdir -p results
 	$(if $(wildcard $(QWEN_PROF)),$(QEVAL) calibration --budgets 0.1,0.2 -o results/qwen-calibration.json,@echo "eval-calibration: $(QWEN_PROF) missing, skipped")
 eval-gsm8k: $(SKV)
 	@mkdir -p results
-	$(QEVAL) gsm8k --policies $(EVAL_POLICIES) --budgets $(EVAL_BUDGETS) --limit $(EVAL_LIMIT) -o results/qwen-gsm8k.json
+	$(QEVAL) gsm8k --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_LIMIT) -o results/qwen-gsm8k.json
 eval-bbh: $(SKV)
 	@mkdir -p results
-	$(QEVAL) bbh --policies $(EVAL_POLICIES) --budgets $(EVAL_BUDGETS) --limit $(EVAL_LIMIT) -o results/qwen-bbh.json
+	$(QEVAL) bbh --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit 25 -o results/qwen-bbh.json
 eval-report: $(SKV)
 	$(SKV) eval report $(wildcard results/qwen-*.json) -o docs/results-qwen.md
