@@ -14,12 +14,14 @@
  *     hb  = silu(xb Wgate^T) * (xb Wup^T)                  (T, F)
  *     x  += hb Wdown^T
  *   xb = rmsnorm(x) * out_norm; logits = xb Woutput^T      (1 or T, vocab)
- * Every buffer lives in skv_state, allocated once in skv_state_new. */
+ * Every buffer lives in skv_state, allocated once in skv_state_new. A single decode token
+ * without an attention hook takes decode_one_region (the same steps in one OpenMP region). */
 #include "forward.h"
 #include "util.h"
 #include "../kernels/cpu/attention.h"
 #include "../kernels/cpu/matmul.h"
 #include "../kernels/cpu/ops.h"
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,6 +131,124 @@ static void cache_write(void *cache, const float *src, int T, int Hkv, int d, in
         }
 }
 
+/* ------------------------------------------------------------------ decode, one region
+ * A single token without an attention hook runs in ONE OpenMP parallel region instead of
+ * five per layer: the matrix products (skv_gemv_team) and the attention (skv_attention_team)
+ * share their work with orphaned `omp for` loops, and the small serial steps run on every
+ * thread on its own copy (the residual x, rmsnorm, the quantised activations, SwiGLU), so
+ * a layer has six barriers (q/k/v, rope + cache write, attention, wo, gate/up, down) and no
+ * thread idles through the serial parts. Every value is computed by the same functions in
+ * the same order as in the general path, so the logits are bit-identical. */
+
+typedef struct {
+    const skv_weight *qkv[3], *wo[1], *gu[2], *down[1];
+} layer_mats;
+
+static layer_mats mats_of(const skv_layer *L) {
+    return (layer_mats){{&L->wq, &L->wk, &L->wv}, {&L->wo}, {&L->w_gate, &L->w_up}, {&L->w_down}};
+}
+
+/* Bytes of quantised activations one thread needs (largest group), or 0 when some matrix
+ * product cannot run as a team GEMV (then the general path runs). */
+static size_t team_act_bytes(const skv_model *m, int n_layers, bool head) {
+    size_t mx = 0;
+    for (int l = 0; l < n_layers; l++) {
+        layer_mats g = mats_of(&m->layers[l]);
+        const skv_weight *const *grp[4] = {g.qkv, g.wo, g.gu, g.down};
+        const int n[4] = {3, 1, 2, 1};
+        for (int i = 0; i < 4; i++) {
+            if (!skv_gemv_team_ok(grp[i], n[i])) return 0;
+            size_t b = skv_gemv_act_bytes(grp[i], n[i]);
+            if (b > mx) mx = b;
+        }
+    }
+    if (head) {
+        const skv_weight *o[1] = {&m->output};
+        if (!skv_gemv_team_ok(o, 1)) return 0;
+        size_t b = skv_gemv_act_bytes(o, 1);
+        if (b > mx) mx = b;
+    }
+    return mx;
+}
+
+static size_t up64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* One token at position s->n_past; 1 when it ran, 0 when this path does not apply, -1 on
+ * error. Shapes as in skv_forward with T = 1. */
+static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, int n_layers) {
+    const skv_model *m = s->m;
+    const skv_config *c = &m->cfg;
+    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, F = c->ffn_dim;
+    const int Q = H * d, KV = Hkv * d, pos0 = s->n_past;
+    const bool head = n_layers == c->n_layer && opts->logits != SKV_LOGITS_NONE;
+    if (opts->attn || d / 2 > 512) return 0;
+    const size_t ab = team_act_bytes(m, n_layers, head);
+    if (!ab) return 0;
+    /* per thread: x (C), xb (max(C, Q)), hb (F), act (ab), attention scores (pos0 + 9) */
+    const size_t o_xb = up64((size_t)C * 4), o_hb = o_xb + up64((size_t)(C > Q ? C : Q) * 4),
+                 o_act = o_hb + up64((size_t)F * 4), o_sc = o_act + up64(ab),
+                 per = o_sc + up64(((size_t)pos0 + 9) * 4);
+    const int nth = omp_get_max_threads();
+    uint8_t *ws = skv_aligned_alloc(per * (size_t)nth, "decode workspace");
+    if (!ws) return -1;
+    float cs[512], sn[512];
+    skv_rope_table(cs, sn, pos0, d, c->rope_theta);
+    s->pos[0] = pos0;
+    #pragma omp parallel num_threads(nth)
+    {
+        uint8_t *mine = ws + per * (size_t)omp_get_thread_num();
+        float *x = (float *)mine, *xb = (float *)(mine + o_xb), *hb = (float *)(mine + o_hb);
+        uint8_t *act = mine + o_act;
+        float *scores = (float *)(mine + o_sc);
+        skv_weight_row(&m->tok_embd, token, x);
+        for (int l = 0; l < n_layers; l++) {
+            const skv_layer *L = &m->layers[l];
+            layer_mats g = mats_of(L);
+            skv_rmsnorm(xb, x, L->attn_norm.data, 1, C, c->norm_eps);
+            float *qkv[3] = {s->q, s->kx, s->vx};
+            skv_gemv_team(qkv, g.qkv, 3, xb, act);
+            #pragma omp single
+            {
+                if (L->bq.data) {
+                    add_bias(s->q, &L->bq, 1, Q);
+                    add_bias(s->kx, &L->bk, 1, KV);
+                    add_bias(s->vx, &L->bv, 1, KV);
+                }
+                skv_rope_apply(s->q, H, d, cs, sn, c->rope_mode);
+                skv_rope_apply(s->kx, Hkv, d, cs, sn, c->rope_mode);
+                cache_write(s->k[l], s->kx, 1, Hkv, d, s->S_cap, pos0, s->kv_f16);
+                cache_write(s->v[l], s->vx, 1, Hkv, d, s->S_cap, pos0, s->kv_f16);
+            }
+            skv_attn_args a = {
+                .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                .colsum = opts->colsum ? opts->colsum[l] : NULL,
+                .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
+            };
+            skv_attention_team(s->att, s->q, s->k[l], s->v[l], &a, scores);
+            float *y[2] = {s->xb, NULL};
+            skv_gemv_team(y, g.wo, 1, s->att, act);
+            for (int i = 0; i < C; i++) x[i] += s->xb[i];
+            skv_rmsnorm(xb, x, L->ffn_norm.data, 1, C, c->norm_eps);
+            float *gu[2] = {s->hb, s->hb2};
+            skv_gemv_team(gu, g.gu, 2, xb, act);
+            skv_swiglu(hb, s->hb, s->hb2, F);
+            skv_gemv_team(y, g.down, 1, hb, act);
+            for (int i = 0; i < C; i++) x[i] += s->xb[i];
+        }
+        if (head) {
+            skv_rmsnorm(xb, x, m->out_norm.data, 1, C, c->norm_eps);
+            const skv_weight *o[1] = {&m->output};
+            float *lg[1] = {s->logits};
+            skv_gemv_team(lg, o, 1, xb, act);
+        }
+        #pragma omp master
+        memcpy(s->x, x, (size_t)C * sizeof(float));
+    }
+    free(ws);
+    s->n_past += 1;
+    return 1;
+}
+
 int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts) {
     const skv_model *m = s->m;
     const skv_config *c = &m->cfg;
@@ -145,6 +265,10 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
             return skv_error("skv_forward: token id %d out of range (vocab %d)", tokens[t], c->vocab);
     int n_layers = opts->n_layers > 0 && opts->n_layers < c->n_layer ? opts->n_layers : c->n_layer;
     const int pos0 = s->n_past;
+    if (T == 1) {
+        int r = decode_one_region(s, tokens[0], opts, n_layers);
+        if (r) return r > 0 ? 0 : -1;
+    }
 
     /* embeddings: x (T, C) */
     #pragma omp parallel for if (T > 4)

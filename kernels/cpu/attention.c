@@ -6,8 +6,9 @@
  * score row of S = pos0 + T floats; the (T x S) matrix never exists.
  * OpenMP: over (h, t) pairs; when colsum is requested, over heads only, each head's rows
  * processed in order t = 0..T-1, so colsum is race-free and identical for any thread
- * count. Dots and the V sum are AVX2 (fp16 via _mm256_cvtph_ps); exp is a vectorised
- * Cephes-style polynomial (relative error ~2e-7). skv_attention_ref is the plain scalar
+ * count. skv_attention_team runs the same tasks inside an enclosing parallel region (the
+ * decode forward's one region per token). Dots and the V sum are AVX2 (fp16 via
+ * _mm256_cvtph_ps); exp is a vectorised Cephes-style polynomial (relative error ~2e-7). skv_attention_ref is the plain scalar
  * version with expf. */
 #include "attention.h"
 #include "../../runtime/util.h"
@@ -167,18 +168,16 @@ static inline __attribute__((always_inline)) void attn_row(float *o, const float
     }
 }
 
-void skv_attention(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a) {
-    const int T = a->T, H = a->H, d = a->d, S = a->pos0 + a->T, grp = a->H / a->Hkv;
+/* The (head, row) tasks of skv_attention as an orphaned `omp for` (ends in a barrier);
+ * p: this thread's score row of pos0 + T + 8 floats. */
+static void attn_tasks(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a, float *p) {
+    const int T = a->T, H = a->H, d = a->d, grp = a->H / a->Hkv;
     const float scale = 1.0f / sqrtf((float)d);
     const size_t esz = a->kv_f16 ? 2 : 4;
-    const int nth = omp_get_max_threads();
-    float *scratch = skv_malloc((size_t)nth * ((size_t)S + 8) * sizeof(float), "attention scores");
-    if (!scratch) return;
     const bool per_head = a->colsum != NULL;
     const int64_t tasks = per_head ? H : (int64_t)H * T;
-    #pragma omp parallel for schedule(dynamic, 1)
+    #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; task++) {
-        float *p = scratch + (size_t)omp_get_thread_num() * ((size_t)S + 8);
         const int h = (int)(per_head ? task : task / T);
         const int tb = per_head ? 0 : (int)(task % T), te = per_head ? T : tb + 1;
         const size_t kvoff = (size_t)(h / grp) * a->S_cap * d * esz;
@@ -199,5 +198,19 @@ void skv_attention(float *out, const float *q, const void *kc, const void *vc, c
             }
         }
     }
+}
+
+void skv_attention(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a) {
+    const size_t S = (size_t)a->pos0 + a->T;
+    const int nth = omp_get_max_threads();
+    float *scratch = skv_malloc((size_t)nth * (S + 8) * sizeof(float), "attention scores");
+    if (!scratch) return;
+    #pragma omp parallel num_threads(nth)
+    attn_tasks(out, q, kc, vc, a, scratch + (size_t)omp_get_thread_num() * (S + 8));
     free(scratch);
+}
+
+void skv_attention_team(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a,
+                        float *scratch) {
+    attn_tasks(out, q, kc, vc, a, scratch);
 }

@@ -28,4 +28,11 @@ void skv_attention(float *out, const float *q, const void *kc, const void *vc,
 void skv_attention_ref(float *out, const float *q, const void *kc, const void *vc,
                        const skv_attn_args *a);
 
+/* skv_attention inside an enclosing OpenMP parallel region: every thread of the team calls
+ * it with the same arguments except scratch (its own pos0 + T + 8 floats); the (head, row)
+ * tasks are shared by an orphaned `omp for` that ends in a barrier. Same results, bit for
+ * bit, as skv_attention. */
+void skv_attention_team(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a,
+                        float *scratch);
+
 #endif

@@ -9,6 +9,9 @@
  *       for up to 4 activation rows (skv_vec_dotn_for), bit-identical to the T = 1 results.
  *   skv_matmul_multi: several matrices over the same x (q/k/v, gate/up) share one
  *       quantised copy of x and one parallel region (fewer fork/joins per token).
+ *   skv_gemv_team: the same T = 1 GEMV called by every thread of an enclosing parallel
+ *       region (the decode forward's one region per token): each thread quantises x into
+ *       its own buffer, the row chunks are shared by an orphaned `omp for`.
  *   GEMM (larger T): OpenMP over panels of NR=16 weight rows (split along T
  *       too when there are few panels). For each KC-wide slice of the panel the 16 rows
  *       are dequantised once into a packed (KC, 16) float panel, then a 6x16 register-
@@ -230,6 +233,70 @@ static int gemv_multi(float *const *ys, const skv_weight *const *Ws, int n, cons
     gemv_run(jobs, n, T);
     free(act);
     return 0;
+}
+
+/* ---------------- decode GEMV inside a team ---------------- */
+
+int skv_gemv_team_ok(const skv_weight *const *Ws, int n) {
+    if (n < 1 || n > 8 || use_ref()) return 0;
+    for (int i = 0; i < n; i++)
+        if (Ws[i]->rows <= 0 || Ws[i]->cols != Ws[0]->cols || !gemv_ok(Ws[i], 1)) return 0;
+    return 1;
+}
+
+/* Bytes of each format's quantised x, rounded up to 64, summed over the distinct formats. */
+size_t skv_gemv_act_bytes(const skv_weight *const *Ws, int n) {
+    int fmt[8], nf = 0;
+    size_t total = 0;
+    for (int i = 0; i < n && i < 8; i++) {
+        int f = skv_vec_act_type(Ws[i]->type), k = 0;
+        while (k < nf && fmt[k] != f) k++;
+        if (k < nf) continue;
+        fmt[nf++] = f;
+        total += (skv_vec_act_bytes(Ws[i]->type, Ws[i]->cols) + 63) & ~(size_t)63;
+    }
+    return total;
+}
+
+void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const float *x, uint8_t *act) {
+    gemv_job jobs[8];
+    int fmt[8], nf = 0;
+    size_t off[8], total = 0;
+    const int64_t cols = Ws[0]->cols;
+    for (int i = 0; i < n; i++) {   /* this thread quantises x once per format into its act */
+        int f = skv_vec_act_type(Ws[i]->type), k = 0;
+        while (k < nf && fmt[k] != f) k++;
+        const size_t ab = skv_vec_act_bytes(Ws[i]->type, cols);
+        if (k == nf) {
+            fmt[nf] = f;
+            off[nf] = total;
+            total += (ab + 63) & ~(size_t)63;
+            skv_vec_quant_act(Ws[i]->type, x, act + off[nf], cols);
+            nf++;
+        }
+        jobs[i] = (gemv_job){.y = ys[i], .W = Ws[i], .act = act + off[k], .ab = ab,
+                             .rb = skv_row_bytes(Ws[i]->type, cols), .dot = skv_vec_dot_for(Ws[i]->type),
+                             .dot4 = skv_vec_dot4_for(Ws[i]->type), .dotn = skv_vec_dotn_for(Ws[i]->type)};
+    }
+    /* the chunking of gemv_run (results do not depend on it) */
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) rows += jobs[i].W->rows;
+    const int nth = omp_get_num_threads();
+    int64_t chunk = GEMV_CHUNK;
+    while (chunk > 16 && rows < chunk * 8 * nth) chunk /= 2;
+    int64_t chunks = 0;
+    for (int i = 0; i < n; i++) {
+        jobs[i].c0 = chunks;
+        chunks += (jobs[i].W->rows + chunk - 1) / chunk;
+    }
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; c++) {
+        int i = n - 1;
+        while (i > 0 && jobs[i].c0 > c) i--;
+        const gemv_job *j = &jobs[i];
+        const int64_t r = (c - j->c0) * chunk, nr = j->W->rows;
+        gemv_rows(j, r, r + chunk < nr ? r + chunk : nr, 1);
+    }
 }
 
 /* ---------------- prefill GEMM ---------------- */

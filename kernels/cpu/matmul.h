@@ -8,6 +8,7 @@
  * plain scalar reference every fast path is tested against. */
 #ifndef SKV_MATMUL_H
 #define SKV_MATMUL_H
+#include <stddef.h>
 #include <stdint.h>
 #include "../../runtime/model.h"
 
@@ -18,6 +19,17 @@ void skv_matmul_ref(float *y, const float *x, const skv_weight *W, int T);
  * (q/k/v, gate/up): on the decode path x is quantised once per activation format and all
  * matrices run in one parallel region; otherwise n skv_matmul calls. */
 void skv_matmul_multi(float *const *ys, const skv_weight *const *Ws, int n, const float *x, int T);
+
+/* ---- decode GEMV (T = 1) inside an enclosing OpenMP parallel region ----
+ * skv_gemv_team_ok: whether all n <= 8 matrices (same cols) take the T = 1 GEMV path (and
+ * the reference is not forced). skv_gemv_act_bytes: size of the buffer `act` below.
+ * skv_gemv_team: ys[i] (rows_i) = x (cols) @ Ws[i]^T; every thread of the team calls it with
+ * the same arguments except act (its own buffer): the thread quantises x into act, then the
+ * rows are shared with an orphaned `omp for` that ends in a barrier. Bit-identical to
+ * skv_matmul / skv_matmul_multi at T = 1. */
+int skv_gemv_team_ok(const skv_weight *const *Ws, int n);
+size_t skv_gemv_act_bytes(const skv_weight *const *Ws, int n);
+void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const float *x, uint8_t *act);
 
 /* Force (1) or release (0) the reference path in skv_matmul; default: env SKV_MATMUL_REF. */
 void skv_matmul_set_ref(int on);

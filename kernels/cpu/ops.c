@@ -25,33 +25,41 @@ void skv_rmsnorm(float *out, const float *x, const float *w, int T, int n, float
 /* x (T, n_heads, d): pair i (0 <= i < d/2) is rotated by angle pos[t] * theta^(-2i/d)
  * (angle and cos/sin in double, so large positions stay exact to float rounding).
  * ADJACENT pairs (x[2i], x[2i+1]); HALVES pairs (x[i], x[i + d/2]). */
-void skv_rope(float *x, const int *pos, int T, int n_heads, int head_dim, float theta,
-              skv_rope_mode mode) {
+void skv_rope_table(float *cs, float *sn, int pos, int head_dim, float theta) {
+    for (int i = 0; i < head_dim / 2; i++) {
+        double ang = (double)pos * pow((double)theta, -(double)(2 * i) / head_dim);
+        cs[i] = (float)cos(ang);
+        sn[i] = (float)sin(ang);
+    }
+}
+
+void skv_rope_apply(float *x, int n_heads, int head_dim, const float *cs, const float *sn, skv_rope_mode mode) {
     const int half = head_dim / 2;
-    float cs[512], sn[512];           /* head_dim <= 1024 */
-    if (half > 512) return;
-    for (int t = 0; t < T; t++) {
-        for (int i = 0; i < half; i++) {
-            double ang = (double)pos[t] * pow((double)theta, -(double)(2 * i) / head_dim);
-            cs[i] = (float)cos(ang);
-            sn[i] = (float)sin(ang);
-        }
-        for (int h = 0; h < n_heads; h++) {
-            float *v = x + ((size_t)t * n_heads + h) * head_dim;
-            if (mode == SKV_ROPE_ADJACENT) {
-                for (int i = 0; i < half; i++) {
-                    float a = v[2 * i], b = v[2 * i + 1];
-                    v[2 * i] = a * cs[i] - b * sn[i];
-                    v[2 * i + 1] = a * sn[i] + b * cs[i];
-                }
-            } else {
-                for (int i = 0; i < half; i++) {
-                    float a = v[i], b = v[i + half];
-                    v[i] = a * cs[i] - b * sn[i];
-                    v[i + half] = a * sn[i] + b * cs[i];
-                }
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        if (mode == SKV_ROPE_ADJACENT) {
+            for (int i = 0; i < half; i++) {
+                float a = v[2 * i], b = v[2 * i + 1];
+                v[2 * i] = a * cs[i] - b * sn[i];
+                v[2 * i + 1] = a * sn[i] + b * cs[i];
+            }
+        } else {
+            for (int i = 0; i < half; i++) {
+                float a = v[i], b = v[i + half];
+                v[i] = a * cs[i] - b * sn[i];
+                v[i + half] = a * sn[i] + b * cs[i];
             }
         }
+    }
+}
+
+void skv_rope(float *x, const int *pos, int T, int n_heads, int head_dim, float theta,
+              skv_rope_mode mode) {
+    float cs[512], sn[512];           /* head_dim <= 1024 */
+    if (head_dim / 2 > 512) return;
+    for (int t = 0; t < T; t++) {
+        skv_rope_table(cs, sn, pos[t], head_dim, theta);
+        skv_rope_apply(x + (size_t)t * n_heads * head_dim, n_heads, head_dim, cs, sn, mode);
     }
 }
 

@@ -9,6 +9,10 @@ void skv_rmsnorm(float *out, const float *x, const float *w, int T, int n, float
  * x (T, n_heads, head_dim). */
 void skv_rope(float *x, const int *pos, int T, int n_heads, int head_dim, float theta,
               skv_rope_mode mode);
+/* The same rotation in two steps, for callers that rotate several tensors at one position:
+ * cs, sn (head_dim / 2) for position pos, then x (n_heads, head_dim) rotated in place. */
+void skv_rope_table(float *cs, float *sn, int pos, int head_dim, float theta);
+void skv_rope_apply(float *x, int n_heads, int head_dim, const float *cs, const float *sn, skv_rope_mode mode);
 /* out (n) = silu(gate) * up */
 void skv_swiglu(float *out, const float *gate, const float *up, int n);
 /* In-place softmax over n values. */
