@@ -4,8 +4,8 @@
  *   skv_matmul_ref  plain loops over skv_dequant_row chunks, double accumulators.
  *   GEMV (T < skv_matmul_gemm_min_t(type)): each x row is quantised once (vecdot.h: Q8_0/Q8_K or float),
  *       then OpenMP over chunks of up to GEMV_CHUNK contiguous weight rows (one thread when
- *       the work is under GEMV_PAR_BYTES); at T = 1 the 32-wide types use the 4-row kernels
- *       (skv_vec_dot4_for), the rest the 1-row dots; at T > 1 each weight row is unpacked once
+ *       the work is under GEMV_PAR_BYTES); at T = 1 the 32-wide types, Q4_K and Q6_K use the
+ *       4-row kernels (skv_vec_dot4_for), the rest the 1-row dots; at T > 1 each weight row is unpacked once
  *       for up to 4 activation rows (skv_vec_dotn_for), bit-identical to the T = 1 results.
  *   skv_matmul_multi: several matrices over the same x (q/k/v, gate/up) share one
  *       quantised copy of x and one parallel region (fewer fork/joins per token).

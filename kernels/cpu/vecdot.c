@@ -54,6 +54,8 @@ skv_vec_dot4_fn skv_vec_dot4_for(int wtype) {
     case SKV_Q5_0: return skv_vec_dot4_q5_0;
     case SKV_Q5_1: return skv_vec_dot4_q5_1;
     case SKV_Q8_0: return skv_vec_dot4_q8_0;
+    case SKV_Q4_K: return skv_vec_dot4_q4_K;
+    case SKV_Q6_K: return skv_vec_dot4_q6_K;
     default: return NULL;
     }
 }

@@ -66,6 +66,8 @@ void skv_vec_dot4_q4_1(int64_t n, const void *w, size_t stride, const void *xa, 
 void skv_vec_dot4_q5_0(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
 void skv_vec_dot4_q5_1(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
 void skv_vec_dot4_q8_0(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
+void skv_vec_dot4_q4_K(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
+void skv_vec_dot4_q6_K(int64_t n, const void *w, size_t stride, const void *xa, float out[4]);
 float skv_vec_dot_f32(int64_t n, const void *w, const void *xa);
 float skv_vec_dot_f16(int64_t n, const void *w, const void *xa);
 float skv_vec_dot_bf16(int64_t n, const void *w, const void *xa);
