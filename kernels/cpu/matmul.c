@@ -158,21 +158,28 @@ static void gemv_rows(const gemv_job *j, int64_t r, int64_t r1, int T) {
  * 16 while there are fewer than 8 chunks per thread, so that e.g. 576 rows still balance
  * over 2 threads), numbered across the matrices in order, handed out dynamically. Chunks
  * are multiples of 4 rows, so the 4-row groups (and hence the results) do not depend on it. */
-static void gemv_run(gemv_job *jobs, int nj, int T) {
+/* Split the jobs' rows into chunks for nth threads: sets each job's first chunk index c0
+ * and *chunk (rows per chunk, at least 8 chunks per thread while chunks stay >= 16 rows);
+ * returns the number of chunks. */
+static int64_t plan_chunks(gemv_job *jobs, int nj, int nth, int64_t *chunk) {
     int64_t rows = 0;
-    size_t bytes = 0;
-    for (int i = 0; i < nj; i++) {
-        rows += jobs[i].W->rows;
-        bytes += (size_t)jobs[i].W->rows * jobs[i].rb;
-    }
-    const int nth = omp_get_max_threads();
-    int64_t chunk = GEMV_CHUNK;
-    while (chunk > 16 && rows < chunk * 8 * nth) chunk /= 2;
+    for (int i = 0; i < nj; i++) rows += jobs[i].W->rows;
+    *chunk = GEMV_CHUNK;
+    while (*chunk > 16 && rows < *chunk * 8 * nth) *chunk /= 2;
     int64_t chunks = 0;
     for (int i = 0; i < nj; i++) {
         jobs[i].c0 = chunks;
-        chunks += (jobs[i].W->rows + chunk - 1) / chunk;
+        chunks += (jobs[i].W->rows + *chunk - 1) / *chunk;
     }
+    return chunks;
+}
+
+static void gemv_run(gemv_job *jobs, int nj, int T) {
+    size_t bytes = 0;
+    for (int i = 0; i < nj; i++) bytes += (size_t)jobs[i].W->rows * jobs[i].rb;
+    const int nth = omp_get_max_threads();
+    int64_t chunk;
+    const int64_t chunks = plan_chunks(jobs, nj, nth, &chunk);
     const int par = nth > 1 && bytes * (size_t)(T < 4 ? T : 4) >= GEMV_PAR_BYTES && chunks > 1;
     #pragma omp parallel for schedule(dynamic, 1) if (par)
     for (int64_t c = 0; c < chunks; c++) {
@@ -279,16 +286,8 @@ void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const f
                              .dot4 = skv_vec_dot4_for(Ws[i]->type), .dotn = skv_vec_dotn_for(Ws[i]->type)};
     }
     /* the chunking of gemv_run (results do not depend on it) */
-    int64_t rows = 0;
-    for (int i = 0; i < n; i++) rows += jobs[i].W->rows;
-    const int nth = omp_get_num_threads();
-    int64_t chunk = GEMV_CHUNK;
-    while (chunk > 16 && rows < chunk * 8 * nth) chunk /= 2;
-    int64_t chunks = 0;
-    for (int i = 0; i < n; i++) {
-        jobs[i].c0 = chunks;
-        chunks += (jobs[i].W->rows + chunk - 1) / chunk;
-    }
+    int64_t chunk;
+    const int64_t chunks = plan_chunks(jobs, n, omp_get_num_threads(), &chunk);
     #pragma omp for schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks; c++) {
         int i = n - 1;
