@@ -7,6 +7,7 @@
  *   Q6_K:      d*dy * sum_i sc_i * (sum(q*qy over 16) - 32 * bsums[i])   (16 groups of 16)
  * Integer sums use maddubs(u8 q, s8 qy) then madd with the broadcast sub-block scale. */
 #include "vecdot.h"
+#include "vecdot_simd.h"
 
 /* ---- activation quantiser: x (n) -> n/256 block_q8_K, d = amax/127, bsums per 16 ---- */
 void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n) {
@@ -40,7 +41,7 @@ void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n) {
 /* The 6-bit scale and min of sub-block j (0..7) in the 12 packed bytes q (Q4_K, Q5_K):
  *   j < 4: sc = q[j] & 63,                          m = q[j+4] & 63
  *   j >= 4: sc = (q[j+4] & 15) | (q[j-4] >> 6) << 4, m = (q[j+4] >> 4) | (q[j] >> 6) << 4
- * dot_q45_K unpacks all 16 at once with 32-bit masks. */
+ * dot_q45_K unpacks all 16 at once (skv_kq_unpack_scales, vecdot_simd.h). */
 
 /* Shared body of Q4_K / Q5_K: qh == NULL for Q4_K (now used for Q5_K only; Q4_K runs
  * row_q4_K below, the same arithmetic with constant scale-pick controls).
@@ -51,14 +52,6 @@ void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n) {
 static inline float dot_q45_K(int64_t n, const uint8_t *d16, const uint8_t *scales, const uint8_t *qh,
                               const uint8_t *qs, size_t stride, const block_q8_K *y) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-    /* shuffle controls: sub-block 2j's scale (int16 lane 2j) in every int16 of the vector, and 2j+1's */
-    static const uint8_t pick[8][32] __attribute__((aligned(32))) = {
-#define P(k) { 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, \
-               2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, \
-               2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1 }
-        P(0), P(1), P(2), P(3), P(4), P(5), P(6), P(7)
-#undef P
-    };
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const uint8_t *blk = d16 + i * stride;
@@ -67,15 +60,7 @@ static inline float dot_q45_K(int64_t n, const uint8_t *d16, const uint8_t *scal
         const __m128 dv = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(y[i].d)); /* d*dy, dmin*dy */
         const uint8_t *sc8 = scales + i * stride, *q = qs + i * stride;
         const int8_t *qy = y[i].qs;
-        /* unpack the 12 scale bytes into sc[0..7] (bytes 0..7) and mins (bytes 8..15) */
-        uint32_t u[4];
-        __builtin_memcpy(u, sc8, 12);
-        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-        const uint32_t mlo = u[1] & 0x3f3f3f3fu;
-        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-        u[2] = mlo;
-        u[0] &= 0x3f3f3f3fu;
-        const __m128i sm16 = _mm_loadu_si128((const __m128i *)u);
+        const __m128i sm16 = skv_kq_unpack_scales(sc8);   /* sc[0..7], mins[8..15] */
         /* mins: m_j paired with bsums[2j], bsums[2j+1] */
         __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm16, 8));
         __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
@@ -94,8 +79,8 @@ static inline float dot_q45_K(int64_t n, const uint8_t *d16, const uint8_t *scal
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(bl, 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(bh, 4));
             }
-            __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)pick[2 * j]));
-            __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)pick[2 * j + 1]));
+            __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)skv_kq_pick[2 * j]));
+            __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)skv_kq_pick[2 * j + 1]));
             __m256i y0 = _mm256_loadu_si256((const __m256i *)(qy + 64 * j));
             __m256i y1 = _mm256_loadu_si256((const __m256i *)(qy + 64 * j + 32));
             __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
@@ -185,14 +170,6 @@ float skv_vec_dot_q5_K(int64_t n, const void *w, const void *xa) {
  * 32 weights is picked from that with one byte shuffle; the -32 offset
  * (32 * sum_g sc_g * bsums_g) stays a vector. Both halves are unrolled. Same integer sums
  * and float order as vecdot_n.c's dotn_q6K (bit-identical). */
-static const uint8_t q6k_pick[4][32] __attribute__((aligned(32))) = {
-#define P(k) { 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, \
-               4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, \
-               4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, \
-               4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3 }
-    P(0), P(1), P(2), P(3)
-#undef P
-};
 
 static inline __attribute__((always_inline)) float row_q6_K(int64_t nsb, const block_q6_K *b, const block_q8_K *y) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
@@ -217,7 +194,7 @@ static inline __attribute__((always_inline)) float row_q6_K(int64_t nsb, const b
                                                _mm256_and_si256(_mm256_srli_epi16(hh, 2), m30));
             const int8_t *yh = qy + 128 * h;
 #define T6(k, q) _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(yh + 32 * (k)))), \
-                                   _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)q6k_pick[k])))
+                                   _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)skv_q6k_pick[k])))
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(T6(0, q0), T6(1, q1)),
                                                            _mm256_add_epi32(T6(2, q2), T6(3, q3))));
 #undef T6

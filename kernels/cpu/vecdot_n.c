@@ -13,37 +13,10 @@
  * quantisation downstream would amplify any rounding difference).
  * Kernels are instantiated per nt (a literal) so the per-row accumulators stay in registers. */
 #include "vecdot.h"
+#include "vecdot_simd.h"
 
 /* ---------------- 32-wide types ---------------- */
 
-static inline __m256i ld2x16(const void *lo, const void *hi) {
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)lo)),
-                                   _mm_loadu_si128((const __m128i *)hi), 1);
-}
-static inline __m128 ld_act_pair(const skv_q8a *y0, const skv_q8a *y1) {
-    __m128d lo = _mm_load_sd((const double *)(const void *)&y0->d);
-    return _mm_castpd_ps(_mm_loadh_pd(lo, (const double *)(const void *)&y1->d));
-}
-static inline __m128 ld_half2(const void *b0, const void *b1) {
-    uint32_t u0, u1;
-    __builtin_memcpy(&u0, b0, 4);
-    __builtin_memcpy(&u1, b1, 4);
-    return _mm_cvtph_ps(_mm_set_epi32(0, 0, (int)u1, (int)u0));
-}
-static inline void hbits_pair(const uint8_t *qh0, const uint8_t *qh1, __m256i *lo, __m256i *hi) {
-    uint32_t u0, u1;
-    __builtin_memcpy(&u0, qh0, 4);
-    __builtin_memcpy(&u1, qh1, 4);
-    __m256i v = _mm256_blend_epi32(_mm256_set1_epi32((int)u0), _mm256_set1_epi32((int)u1), 0xf0);
-    const __m256i shlo = _mm256_setr_epi64x(0, 0x0101010101010101LL, 0, 0x0101010101010101LL);
-    const __m256i shhi = _mm256_setr_epi64x(0x0202020202020202LL, 0x0303030303030303LL,
-                                            0x0202020202020202LL, 0x0303030303030303LL);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i b4 = _mm256_set1_epi8(0x10);
-    __m256i l = _mm256_shuffle_epi8(v, shlo), h = _mm256_shuffle_epi8(v, shhi);
-    *lo = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(l, bits), bits), b4);
-    *hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bits), bits), b4);
-}
 
 /* kind: 0 Q4_0, 1 Q4_1, 2 Q5_0, 3 Q5_1 (literal). Blocks are taken in pairs (lane 0 =
  * block i, lane 1 = block i+1, as dot4_32 in vecdot_q.c); an odd last block is paired
@@ -63,24 +36,24 @@ static inline __attribute__((always_inline)) void dotn32(int kind, size_t bsz, i
     for (int t = 0; t < SKV_DOTN_MAX; t++) if (t < nt) { acc[t] = _mm256_setzero_ps(); accc[t] = _mm_setzero_ps(); }
     for (int64_t i = 0; i + 1 < nb; i += 2) {
         const uint8_t *b0 = w + (size_t)i * bsz, *b1 = b0 + bsz;
-        __m256i v = ld2x16(b0 + qoff, b1 + qoff);
+        __m256i v = skv_load2x16(b0 + qoff, b1 + qoff);
         __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
         if (q5) {
             __m256i hl, hh;
-            hbits_pair(b0 + qoff - 4, b1 + qoff - 4, &hl, &hh);
+            skv_highbits_pair(b0 + qoff - 4, b1 + qoff - 4, &hl, &hh);
             lo = _mm256_or_si256(lo, hl);
             hi = _mm256_or_si256(hi, hh);
         }
-        __m128 sc = ld_half2(b0, b1);
+        __m128 sc = skv_half2_pair(b0, b1);
         if (!hasm) sc = _mm_moveldup_ps(sc);
         #pragma GCC unroll 8
         for (int t = 0; t < SKV_DOTN_MAX; t++) {
             if (t < nt) {
                 const skv_q8a *y = (const skv_q8a *)(const void *)(xa + (size_t)t * xs);
-                const __m256i ya = ld2x16(y[i].qs, y[i + 1].qs), yb = ld2x16(y[i].qs + 16, y[i + 1].qs + 16);
+                const __m256i ya = skv_load2x16(y[i].qs, y[i + 1].qs), yb = skv_load2x16(y[i].qs + 16, y[i + 1].qs + 16);
                 __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ya), _mm256_maddubs_epi16(hi, yb));
                 __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-                __m128 f = _mm_mul_ps(sc, ld_act_pair(y + i, y + i + 1));
+                __m128 f = _mm_mul_ps(sc, skv_act_pair(y + i, y + i + 1));
                 accc[t] = _mm_add_ps(accc[t], f);
                 acc[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), dup02), p, acc[t]);
             }
@@ -110,11 +83,11 @@ static inline __attribute__((always_inline)) void dotn32(int kind, size_t bsz, i
             hv = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, bits), bits), _mm256_set1_epi8(0x10));
             q = _mm256_or_si256(q, hv);
         }
-        __m128 sc = ld_half2(b0, b0);
+        __m128 sc = skv_half2_pair(b0, b0);
         if (!hasm) sc = _mm_moveldup_ps(sc);
         for (int t = 0; t < nt; t++) {
             const skv_q8a *y = (const skv_q8a *)(const void *)(xa + (size_t)t * xs);
-            __m128 f = _mm_mul_ps(sc, ld_act_pair(y + i, y + i));
+            __m128 f = _mm_mul_ps(sc, skv_act_pair(y + i, y + i));
             __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(
                 _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)y[i].qs)), ones));
             out[t] += _mm_cvtss_f32(f) * skv_hsum8(p) + off * _mm_cvtss_f32(_mm_shuffle_ps(f, f, 1));
@@ -136,7 +109,7 @@ static inline __attribute__((always_inline)) void dotn_q8(int nt, int64_t n, con
     for (; i + 1 < nb; i += 2) {
         const __m256i q0 = _mm256_loadu_si256((const __m256i *)b[i].qs), q1 = _mm256_loadu_si256((const __m256i *)b[i + 1].qs);
         const __m256i a0 = _mm256_sign_epi8(q0, q0), a1 = _mm256_sign_epi8(q1, q1);
-        const __m128 dw = _mm_moveldup_ps(ld_half2(&b[i].d, &b[i + 1].d));
+        const __m128 dw = _mm_moveldup_ps(skv_half2_pair(&b[i].d, &b[i + 1].d));
         #pragma GCC unroll 8
         for (int t = 0; t < SKV_DOTN_MAX; t++) {
             if (t < nt) {
@@ -144,7 +117,7 @@ static inline __attribute__((always_inline)) void dotn_q8(int nt, int64_t n, con
                 const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs), y1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);
                 __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(y0, q0)), ones);
                 __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(y1, q1)), ones);
-                __m128 f = _mm_mul_ps(dw, ld_act_pair(y + i, y + i + 1));
+                __m128 f = _mm_mul_ps(dw, skv_act_pair(y + i, y + i + 1));
                 acc0[t] = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), _mm256_cvtepi32_ps(p0), acc0[t]);
                 acc1[t] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), _mm256_set1_epi32(2)),
                                           _mm256_cvtepi32_ps(p1), acc1[t]);
@@ -180,13 +153,6 @@ static inline __attribute__((always_inline)) void dotn_q8(int nt, int64_t n, con
 static inline __attribute__((always_inline)) void dotn_q45K(int nt, int64_t n, const uint8_t *w, size_t bsz,
                                                             int q5, const uint8_t *xa, size_t xs, float *out) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-    static const uint8_t pick[8][32] __attribute__((aligned(32))) = {
-#define P(k) { 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, \
-               2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, \
-               2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1 }
-        P(0), P(1), P(2), P(3), P(4), P(5), P(6), P(7)
-#undef P
-    };
     /* offsets inside the block: d, dmin at 0; scales at 4; Q5_K: qh at 16, qs at 48; Q4_K: qs at 16 */
     const size_t qsoff = q5 ? 48 : 16;
     __m256 acc[SKV_DOTN_MAX], accm[SKV_DOTN_MAX];
@@ -197,14 +163,7 @@ static inline __attribute__((always_inline)) void dotn_q45K(int nt, int64_t n, c
         uint32_t dd;
         __builtin_memcpy(&dd, blk, 4);
         const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd));   /* d, dmin */
-        uint32_t u[4];
-        __builtin_memcpy(u, blk + 4, 12);
-        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-        const uint32_t mlo = u[1] & 0x3f3f3f3fu;
-        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-        u[2] = mlo;
-        u[0] &= 0x3f3f3f3fu;
-        const __m128i sm16 = _mm_loadu_si128((const __m128i *)u);
+        const __m128i sm16 = skv_kq_unpack_scales(blk + 4);
         const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm16, 8));
         const __m256i m16 = _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm16));
@@ -222,8 +181,8 @@ static inline __attribute__((always_inline)) void dotn_q45K(int nt, int64_t n, c
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(bl, 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(bh, 4));
             }
-            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)pick[2 * j]));
-            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)pick[2 * j + 1]));
+            const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)skv_kq_pick[2 * j]));
+            const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)skv_kq_pick[2 * j + 1]));
             #pragma GCC unroll 8
             for (int t = 0; t < SKV_DOTN_MAX; t++) {
                 if (t < nt) {
@@ -257,14 +216,6 @@ static inline __attribute__((always_inline)) void dotn_q6K(int nt, int64_t n, co
                                                            size_t xs, float *out) {
     const block_q6_K *b = (const block_q6_K *)(const void *)w;
     const __m256i low4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
-    static const uint8_t pick[4][32] __attribute__((aligned(32))) = {
-#define P(k) { 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, \
-               4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, \
-               4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, \
-               4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3 }
-        P(0), P(1), P(2), P(3)
-#undef P
-    };
     __m256 acc[SKV_DOTN_MAX];
     #pragma GCC unroll 8
     for (int t = 0; t < SKV_DOTN_MAX; t++) if (t < nt) acc[t] = _mm256_setzero_ps();
@@ -294,7 +245,7 @@ static inline __attribute__((always_inline)) void dotn_q6K(int nt, int64_t n, co
                 const __m256i hk = k == 0 ? _mm256_slli_epi16(hh, 4) : k == 1 ? _mm256_slli_epi16(hh, 2)
                                  : k == 2 ? hh : _mm256_srli_epi16(hh, 2);
                 const __m256i q = _mm256_or_si256(lo, _mm256_and_si256(hk, m30));
-                const __m256i scale = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)pick[k]));
+                const __m256i scale = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)skv_q6k_pick[k]));
                 #pragma GCC unroll 8
                 for (int t = 0; t < SKV_DOTN_MAX; t++) {
                     if (t < nt) {

@@ -11,6 +11,7 @@
  * types share DOT32_BODY: two blocks per step, their scale products computed in one
  * 4-lane multiply, float vector accumulators, one horizontal sum per row. */
 #include "vecdot.h"
+#include "vecdot_simd.h"
 
 /* ---- activation quantiser: x (n) -> n/32 skv_q8a blocks, d = amax/127 ---- */
 void skv_quant_q8a(const float *x, skv_q8a *dst, int64_t n) {
@@ -74,22 +75,10 @@ static inline __m256 dot_u8s8(__m256i w, __m256i y) {
  * in a vector and are summed once at the end; the dw*dy lanes are broadcast to scale
  * the block's 8 integer partial sums (no horizontal sum per block). */
 
-/* (dy0, s0, dy1, s1) of activation blocks y0, y1 */
-static inline __m128 act_pair(const skv_q8a *y0, const skv_q8a *y1) {
-    __m128d lo = _mm_load_sd((const double *)(const void *)&y0->d);
-    return _mm_castpd_ps(_mm_loadh_pd(lo, (const double *)(const void *)&y1->d));
-}
-/* the first 4 bytes of two blocks (fp16 d, m) -> (d0, m0, d1, m1) */
-static inline __m128 half2_pair(const void *b0, const void *b1) {
-    uint32_t u0, u1;
-    __builtin_memcpy(&u0, b0, 4);
-    __builtin_memcpy(&u1, b1, 4);
-    return _mm_cvtph_ps(_mm_set_epi32(0, 0, (int)u1, (int)u0));
-}
 /* the fp16 d of two blocks -> (d0, d0, d1, d1); the 2 bytes after d are loaded with it
  * (every block has them) and dropped by the duplicate */
 static inline __m128 half1_pair(const void *b0, const void *b1) {
-    return _mm_moveldup_ps(half2_pair(b0, b1));
+    return _mm_moveldup_ps(skv_half2_pair(b0, b1));
 }
 static inline __m256 bcast_lane0(__m128 f) { return _mm256_broadcastss_ps(f); }
 static inline __m256 bcast_lane2(__m128 f) {
@@ -107,7 +96,7 @@ static inline __m256 bcast_lane2(__m128 f) {
     const int64_t nb = n / 32;                                                             \
     int64_t i = 0;                                                                         \
     for (; i + 1 < nb; i += 2) {                                                           \
-        __m128 f = _mm_mul_ps(SC(i, i + 1), act_pair(y + i, y + i + 1));                                     \
+        __m128 f = _mm_mul_ps(SC(i, i + 1), skv_act_pair(y + i, y + i + 1));                                     \
         accc = _mm_add_ps(accc, f);                                                        \
         __m256 p0 = dot_u8s8(WQ(i), _mm256_loadu_si256((const __m256i *)y[i].qs));         \
         __m256 p1 = dot_u8s8(WQ(i + 1), _mm256_loadu_si256((const __m256i *)y[i + 1].qs)); \
@@ -117,7 +106,7 @@ static inline __m256 bcast_lane2(__m128 f) {
     float c = _mm_cvtss_f32(_mm_shuffle_ps(accc, accc, 1)) + _mm_cvtss_f32(_mm_shuffle_ps(accc, accc, 3)); \
     float s = skv_hsum8(_mm256_add_ps(acc0, acc1));                                        \
     if (i < nb) { /* odd block count: the last block alone */                              \
-        __m128 f = _mm_mul_ps(SC(i, i), act_pair(y + i, y + i));                           \
+        __m128 f = _mm_mul_ps(SC(i, i), skv_act_pair(y + i, y + i));                           \
         s += _mm_cvtss_f32(f) *                                                            \
              skv_hsum8(dot_u8s8(WQ(i), _mm256_loadu_si256((const __m256i *)y[i].qs)));     \
         c += _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3));                                       \
@@ -127,7 +116,7 @@ static inline __m256 bcast_lane2(__m128 f) {
 #define Q4_WQ(i) unpack_nibbles(b[i].qs)
 #define Q5_WQ(i) _mm256_or_si256(unpack_nibbles(b[i].qs), unpack_highbits(b[i].qh))
 #define SC_D(i0, i1) half1_pair(&b[i0].d, &b[i1].d)
-#define SC_DM(i0, i1) half2_pair(&b[i0].d, &b[i1].d)
+#define SC_DM(i0, i1) skv_half2_pair(&b[i0].d, &b[i1].d)
 
 float skv_vec_dot_q4_0(int64_t n, const void *w, const void *xa) { DOT32_BODY(block_q4_0, Q4_WQ, SC_D, -8.0f) }
 float skv_vec_dot_q4_1(int64_t n, const void *w, const void *xa) { DOT32_BODY(block_q4_1, Q4_WQ, SC_DM, 1.0f) }
@@ -144,28 +133,7 @@ float skv_vec_dot_q5_1(int64_t n, const void *w, const void *xa) { DOT32_BODY(bl
  * no overflow), one madd, one convert, one FMA with the per-lane scale
  * (dw0*dy0 x4 | dw1*dy1 x4) per pair. The 4 rows' vectors are reduced together at the end. */
 
-/* two 16-byte chunks -> (lo | hi) */
-static inline __m256i load2x16(const void *lo, const void *hi) {
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)lo)),
-                                   _mm_loadu_si128((const __m128i *)hi), 1);
-}
 
-/* the fifth bits of two Q5 blocks: (lo, hi) = bytes 0x10 where set, lanes as above */
-static inline void highbits_pair(const uint8_t *qh0, const uint8_t *qh1, __m256i *lo, __m256i *hi) {
-    uint32_t u0, u1;
-    __builtin_memcpy(&u0, qh0, 4);
-    __builtin_memcpy(&u1, qh1, 4);
-    __m256i v = _mm256_blend_epi32(_mm256_set1_epi32((int)u0), _mm256_set1_epi32((int)u1), 0xf0);
-    const __m256i shlo = _mm256_setr_epi64x(0x0000000000000000LL, 0x0101010101010101LL,
-                                            0x0000000000000000LL, 0x0101010101010101LL);
-    const __m256i shhi = _mm256_setr_epi64x(0x0202020202020202LL, 0x0303030303030303LL,
-                                            0x0202020202020202LL, 0x0303030303030303LL);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i b4 = _mm256_set1_epi8(0x10);
-    __m256i l = _mm256_shuffle_epi8(v, shlo), h = _mm256_shuffle_epi8(v, shhi);
-    *lo = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(l, bits), bits), b4);
-    *hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bits), bits), b4);
-}
 
 /* One row's pair loop: acc (8 lanes) += dw*dy*sum(q*qy), accc (lanes 1, 3) += offset terms. */
 static inline __attribute__((always_inline)) void row32(int kind, size_t bsz, int64_t nb, const uint8_t *w,
@@ -177,20 +145,20 @@ static inline __attribute__((always_inline)) void row32(int kind, size_t bsz, in
     __m256 acc = _mm256_setzero_ps();
     __m128 accc = _mm_setzero_ps();
     for (int64_t i = 0; i + 1 < nb; i += 2) {
-        const __m256i ya = load2x16(y[i].qs, y[i + 1].qs), yb = load2x16(y[i].qs + 16, y[i + 1].qs + 16);
+        const __m256i ya = skv_load2x16(y[i].qs, y[i + 1].qs), yb = skv_load2x16(y[i].qs + 16, y[i + 1].qs + 16);
         const uint8_t *b0 = w + (size_t)i * bsz, *b1 = b0 + bsz;
-        __m256i v = load2x16(b0 + qoff, b1 + qoff);
+        __m256i v = skv_load2x16(b0 + qoff, b1 + qoff);
         __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
         if (q5) {
             __m256i hl, hh;
-            highbits_pair(b0 + qoff - 4, b1 + qoff - 4, &hl, &hh);
+            skv_highbits_pair(b0 + qoff - 4, b1 + qoff - 4, &hl, &hh);
             lo = _mm256_or_si256(lo, hl);
             hi = _mm256_or_si256(hi, hh);
         }
         __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ya), _mm256_maddubs_epi16(hi, yb));
         __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-        __m128 sc = hasm ? half2_pair(b0, b1) : half1_pair(b0, b1);
-        __m128 f = _mm_mul_ps(sc, act_pair(y + i, y + i + 1));   /* (dw0*dy0, c0, dw1*dy1, c1) */
+        __m128 sc = hasm ? skv_half2_pair(b0, b1) : half1_pair(b0, b1);
+        __m128 f = _mm_mul_ps(sc, skv_act_pair(y + i, y + i + 1));   /* (dw0*dy0, c0, dw1*dy1, c1) */
         accc = _mm_add_ps(accc, f);
         acc = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), dup02), p, acc);
     }
@@ -225,7 +193,7 @@ static inline __attribute__((always_inline)) void dot4_32(int kind, size_t bsz, 
             const uint8_t *b0 = w + (size_t)r * stride + (size_t)i * bsz;
             __m256i q = unpack_nibbles(b0 + qoff);
             if (q5) q = _mm256_or_si256(q, unpack_highbits(b0 + qoff - 4));
-            __m128 f = _mm_mul_ps(hasm ? half2_pair(b0, b0) : half1_pair(b0, b0), act_pair(y + i, y + i));
+            __m128 f = _mm_mul_ps(hasm ? skv_half2_pair(b0, b0) : half1_pair(b0, b0), skv_act_pair(y + i, y + i));
             out[r] += _mm_cvtss_f32(f) * skv_hsum8(dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y[i].qs))) +
                       off * _mm_cvtss_f32(_mm_shuffle_ps(f, f, 1));
         }
@@ -258,7 +226,7 @@ static inline __attribute__((always_inline)) __m256 row_q8_0(int64_t nb, const b
         __m256i q0 = _mm256_loadu_si256((const __m256i *)b[i].qs), q1 = _mm256_loadu_si256((const __m256i *)b[i + 1].qs);
         __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q0, q0), _mm256_sign_epi8(y0, q0)), ones);
         __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q1, q1), _mm256_sign_epi8(y1, q1)), ones);
-        __m128 f = _mm_mul_ps(half1_pair(&b[i].d, &b[i + 1].d), act_pair(y + i, y + i + 1));   /* (dw0*dy0, ., dw1*dy1, .) */
+        __m128 f = _mm_mul_ps(half1_pair(&b[i].d, &b[i + 1].d), skv_act_pair(y + i, y + i + 1));   /* (dw0*dy0, ., dw1*dy1, .) */
         acc0 = _mm256_fmadd_ps(bcast_lane0(f), _mm256_cvtepi32_ps(p0), acc0);
         acc1 = _mm256_fmadd_ps(bcast_lane2(f), _mm256_cvtepi32_ps(p1), acc1);
     }

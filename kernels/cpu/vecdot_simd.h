@@ -1,0 +1,81 @@
+/* vecdot_simd.h: AVX2 pieces shared by the quantised dot kernels (vecdot_q.c, vecdot_k.c,
+ * vecdot_n.c), so the one-row, four-row and N-activation kernels unpack weights with the
+ * same instructions (their results must stay bit-identical to each other). Internal. */
+#ifndef SKV_VECDOT_SIMD_H
+#define SKV_VECDOT_SIMD_H
+#include <immintrin.h>
+#include <stdint.h>
+#include "vecdot.h"
+
+/* ---- 32-wide block types (Q4_0/Q4_1/Q5_0/Q5_1, Q8 activations) ---- */
+
+/* (dy0, s0, dy1, s1) of activation blocks y0, y1 */
+static inline __m128 skv_act_pair(const skv_q8a *y0, const skv_q8a *y1) {
+    __m128d lo = _mm_load_sd((const double *)(const void *)&y0->d);
+    return _mm_castpd_ps(_mm_loadh_pd(lo, (const double *)(const void *)&y1->d));
+}
+/* the first 4 bytes of two blocks (fp16 d, m) -> (d0, m0, d1, m1) */
+static inline __m128 skv_half2_pair(const void *b0, const void *b1) {
+    uint32_t u0, u1;
+    __builtin_memcpy(&u0, b0, 4);
+    __builtin_memcpy(&u1, b1, 4);
+    return _mm_cvtph_ps(_mm_set_epi32(0, 0, (int)u1, (int)u0));
+}
+/* two 16-byte chunks -> (lo | hi) */
+static inline __m256i skv_load2x16(const void *lo, const void *hi) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)lo)),
+                                   _mm_loadu_si128((const __m128i *)hi), 1);
+}
+/* the fifth bits of two Q5 blocks (lane 0 = block 0, lane 1 = block 1):
+ * (lo, hi) = bytes 0x10 where the bit of weight j (lo: j < 16, hi: j >= 16) is set */
+static inline void skv_highbits_pair(const uint8_t *qh0, const uint8_t *qh1, __m256i *lo, __m256i *hi) {
+    uint32_t u0, u1;
+    __builtin_memcpy(&u0, qh0, 4);
+    __builtin_memcpy(&u1, qh1, 4);
+    __m256i v = _mm256_blend_epi32(_mm256_set1_epi32((int)u0), _mm256_set1_epi32((int)u1), 0xf0);
+    const __m256i shlo = _mm256_setr_epi64x(0x0000000000000000LL, 0x0101010101010101LL,
+                                            0x0000000000000000LL, 0x0101010101010101LL);
+    const __m256i shhi = _mm256_setr_epi64x(0x0202020202020202LL, 0x0303030303030303LL,
+                                            0x0202020202020202LL, 0x0303030303030303LL);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    __m256i l = _mm256_shuffle_epi8(v, shlo), h = _mm256_shuffle_epi8(v, shhi);
+    *lo = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(l, bits), bits), b4);
+    *hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bits), bits), b4);
+}
+
+/* ---- k-quants ---- */
+
+/* The 12 packed 6-bit scale/min bytes of a Q4_K / Q5_K super-block -> 16 bytes:
+ * sc[0..7] in bytes 0..7, m[0..7] in bytes 8..15. */
+static inline __m128i skv_kq_unpack_scales(const uint8_t *sc12) {
+    uint32_t u[4];
+    __builtin_memcpy(u, sc12, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t mlo = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = mlo;
+    u[0] &= 0x3f3f3f3fu;
+    return _mm_loadu_si128((const __m128i *)u);
+}
+
+/* Byte-shuffle controls on 16-bit scales broadcast to both lanes:
+ * skv_kq_pick[k]  int16 lane k in every int16 (Q4_K / Q5_K sub-block k's scale);
+ * skv_q6k_pick[k] int16 lanes 2k (low 128 bits) and 2k+1 (high 128 bits) (Q6_K: the two
+ *                 16-weight groups of 32 weights). */
+#define SKV_PICK1(k) { 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, \
+                       2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, \
+                       2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, 2*(k), 2*(k)+1, \
+                       2*(k), 2*(k)+1 }
+#define SKV_PICK2(k) { 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, \
+                       4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, 4*(k), 4*(k)+1, \
+                       4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, \
+                       4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3, 4*(k)+2, 4*(k)+3 }
+static const uint8_t skv_kq_pick[8][32] __attribute__((aligned(32))) = {
+    SKV_PICK1(0), SKV_PICK1(1), SKV_PICK1(2), SKV_PICK1(3), SKV_PICK1(4), SKV_PICK1(5), SKV_PICK1(6), SKV_PICK1(7)};
+static const uint8_t skv_q6k_pick[4][32] __attribute__((aligned(32))) = {
+    SKV_PICK2(0), SKV_PICK2(1), SKV_PICK2(2), SKV_PICK2(3)};
+#undef SKV_PICK1
+#undef SKV_PICK2
+
+#endif
