@@ -97,6 +97,7 @@ void skv_state_free(skv_state *s) {
     free(s->k); free(s->v);
     free(s->x); free(s->xb); free(s->q); free(s->kx); free(s->vx); free(s->att);
     free(s->hb); free(s->hb2); free(s->logits); free(s->pos);
+    free(s->team_ws);
     free(s);
 }
 
@@ -184,13 +185,19 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
     if (opts->attn || d / 2 > 512) return 0;
     const size_t ab = team_act_bytes(m, n_layers, head);
     if (!ab) return 0;
-    /* per thread: x (C), xb (max(C, Q)), hb (F), act (ab), attention scores (pos0 + 9) */
+    /* per thread: x (C), xb (max(C, Q)), hb (F), act (ab), attention scores (S_cap + 9);
+     * kept in the state, so a decode step allocates nothing */
     const size_t o_xb = up64((size_t)C * 4), o_hb = o_xb + up64((size_t)(C > Q ? C : Q) * 4),
                  o_act = o_hb + up64((size_t)F * 4), o_sc = o_act + up64(ab),
-                 per = o_sc + up64(((size_t)pos0 + 9) * 4);
+                 per = o_sc + up64(((size_t)s->S_cap + 9) * 4);
     const int nth = omp_get_max_threads();
-    uint8_t *ws = skv_aligned_alloc(per * (size_t)nth, "decode workspace");
-    if (!ws) return -1;
+    if (s->team_ws_bytes < per * (size_t)nth) {
+        free(s->team_ws);
+        s->team_ws_bytes = 0;
+        if (!(s->team_ws = skv_aligned_alloc(per * (size_t)nth, "decode workspace"))) return -1;
+        s->team_ws_bytes = per * (size_t)nth;
+    }
+    uint8_t *ws = s->team_ws;
     float cs[512], sn[512];
     skv_rope_table(cs, sn, pos0, d, c->rope_theta);
     s->pos[0] = pos0;
@@ -244,7 +251,6 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
         #pragma omp master
         memcpy(s->x, x, (size_t)C * sizeof(float));
     }
-    free(ws);
     s->n_past += 1;
     return 1;
 }

@@ -21,6 +21,9 @@ typedef struct {
     /* activations (T_max rows) */
     float *x, *xb, *q, *kx, *vx, *att, *hb, *hb2, *logits;
     int *pos;
+    /* per-thread scratch of the one-region decode (forward.c), grown on first use */
+    void *team_ws;
+    size_t team_ws_bytes;
 } skv_state;
 
 typedef enum { SKV_LOGITS_NONE = 0, SKV_LOGITS_LAST = 1, SKV_LOGITS_ALL = 2 } skv_logits_mode;
