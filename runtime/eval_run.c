@@ -204,7 +204,7 @@ int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, sk
         if (!(ss[i + 1] = skv_eval_cell_session(c, cells[i].pol, cells[i].budget, N, base, tokens, P, &cells[i].shared_prefill)))
             goto done;
         cells[i].prefill_s = (skv_now() - t0) + (cells[i].shared_prefill ? base_s : 0);
-        cells[i].slm_s = ss[i + 1]->slm_seconds;   /* the prefill's part, subtracted at the end */
+        ss[i + 1]->slm_seconds = 0;   /* an own prefill's SLM time is in prefill_s */
         cells[i].seconds = 0;
     }
     skv_session_free(base);   /* derived sessions hold what they need (the cold tier is refcounted) */
@@ -241,7 +241,7 @@ int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, sk
         skv_session_mem_report(ss[i + 1], &cells[i].mem);
         cells[i].restores = ss[i + 1]->restores;
         cells[i].timed = timed;
-        cells[i].slm_s = ss[i + 1]->slm_seconds - cells[i].slm_s;
+        cells[i].slm_s = ss[i + 1]->slm_seconds;
         online_agreement(&cells[i], ss[i + 1], c->map, map_full);
     }
     rc = 0;

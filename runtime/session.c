@@ -77,6 +77,14 @@ static int attach_slm_view(skv_session *s) {
     return skv_policy_smallkv_attach(s->pol, &v);
 }
 
+/* the SLM's per-layer column sums and last rows, depth layers of (h, max_ctx) */
+static int alloc_slm_scores(skv_session *s, const skv_model *sm, int depth) {
+    s->slm_layers = depth;
+    s->slm_colsum = alloc_rows(depth, (size_t)sm->cfg.n_head * s->o.max_ctx, "SLM column sums");
+    s->slm_lastrow = alloc_rows(depth, (size_t)sm->cfg.n_head * s->o.max_ctx, "SLM last rows");
+    return s->slm_colsum && s->slm_lastrow ? 0 : -1;
+}
+
 /* allocate everything but the policy, the cache contents and the SLM state */
 static int alloc_buffers(skv_session *s) {
     const skv_config *c = &s->m->cfg;
@@ -161,10 +169,7 @@ skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o) {
         if (o->slm) {
             const skv_model *sm = o->slm;
             int depth = o->slm_layers > 0 && o->slm_layers < sm->cfg.n_layer ? o->slm_layers : sm->cfg.n_layer;
-            s->slm_layers = depth;
-            s->slm_colsum = alloc_rows(depth, (size_t)sm->cfg.n_head * o->max_ctx, "SLM column sums");
-            s->slm_lastrow = alloc_rows(depth, (size_t)sm->cfg.n_head * o->max_ctx, "SLM last rows");
-            if (!s->slm_colsum || !s->slm_lastrow) goto fail;
+            if (alloc_slm_scores(s, sm, depth)) goto fail;
             if (!(s->slm = skv_state_new(sm, o->max_ctx, s->o.T_max, o->kv_f16))) goto fail;
         }
     } else if (!strcmp(s->pol->name, "smallkv")) {
@@ -188,10 +193,7 @@ skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o) {
             }
         }
         if (depth > sm->cfg.n_layer) depth = sm->cfg.n_layer;
-        s->slm_layers = depth;
-        s->slm_colsum = alloc_rows(depth, (size_t)sm->cfg.n_head * o->max_ctx, "SLM column sums");
-        s->slm_lastrow = alloc_rows(depth, (size_t)sm->cfg.n_head * o->max_ctx, "SLM last rows");
-        if (!s->slm_colsum || !s->slm_lastrow) goto fail;
+        if (alloc_slm_scores(s, sm, depth)) goto fail;
         if ((o->slm_budget > 0 && o->slm_budget < 1) || o->slm_session) {
             /* the SLM's cache compressed by H2O: the SLM runs as a session of its own */
             skv_session_opts so;
