@@ -203,6 +203,7 @@ EVAL_ABLATION ?= smallkv:nosal,smallkv:nomarg,smallkv:sum,smallkv:mass,smallkv:o
 EVAL_TASK_POLICIES ?= full,h2o,snapkv,pyramidkv,ems,smallkv
 EVAL_BUDGETS  ?= 0.05,0.1,0.2,0.4
 EVAL_LIMIT    ?= 100
+EVAL_BBH_LIMIT ?= 10
 QUICK := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(SMOL) --slm $(SMOL) $(SMOL_MAP) --threads $(EVAL_THREADS)
 QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 
@@ -240,6 +241,6 @@ eval-gsm8k: $(SKV)
 	$(QEVAL) gsm8k --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_LIMIT) -o results/qwen-gsm8k.json
 eval-bbh: $(SKV)
 	@mkdir -p results
-	$(QEVAL) bbh --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit 25 -o results/qwen-bbh.json
+	$(QEVAL) bbh --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_BBH_LIMIT) -o results/qwen-bbh.json
 eval-report: $(SKV)
 	$(SKV) eval report $(wildcard results/qwen-*.json) -o docs/results-qwen.md

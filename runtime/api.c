@@ -157,6 +157,7 @@ void smallkv_options_default(smallkv_options *o) {
     o->combine = "renorm";
     o->mapping = "profile";
     o->split = "fixed";
+    o->score = "acc";
     o->recent = po.split_recent;
 }
 
@@ -177,13 +178,16 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
         return NULL;
     }
     static const char *const reduces[] = {"sum", "mean", "max", NULL}, *const combines[] = {"sum", "mass", "renorm", NULL},
-                             *const maps[] = {"profile", "online", NULL}, *const splits[] = {"fixed", "adaptive", NULL};
+                             *const maps[] = {"profile", "online", NULL}, *const splits[] = {"fixed", "adaptive", NULL},
+                             *const scores[] = {"acc", "now", "mean", NULL};
     int red = pick(o.reduce ? o.reduce : "sum", reduces), comb = pick(o.combine ? o.combine : "renorm", combines),
-        mp = pick(o.mapping ? o.mapping : "profile", maps), sp = pick(o.split ? o.split : "fixed", splits);
+        mp = pick(o.mapping ? o.mapping : "profile", maps), sp = pick(o.split ? o.split : "fixed", splits),
+        sc = pick(o.score ? o.score : "acc", scores);
     if (red < 0) { skv_error("unknown reduce '%s' (sum, mean, max)", o.reduce); return NULL; }
     if (comb < 0) { skv_error("unknown combine '%s' (sum, mass, renorm)", o.combine); return NULL; }
     if (mp < 0) { skv_error("unknown mapping '%s' (profile, online)", o.mapping); return NULL; }
     if (sp < 0) { skv_error("unknown split '%s' (fixed, adaptive)", o.split); return NULL; }
+    if (sc < 0) { skv_error("unknown score '%s' (acc, now, mean)", o.score); return NULL; }
     if (o.sinks < 0 || o.window < 1 || o.pool < 1 || !(o.heavy >= 0 && o.heavy <= 1) || !(o.ems_gamma >= 1) ||
         !(o.ems_tau >= -1 && o.ems_tau <= 1) || !(o.recent >= 0) || o.slm_depth < 0 || !(o.slm_budget >= 0 && o.slm_budget <= 1)) {
         skv_error("a policy option is out of range (sinks >= 0, window >= 1, pool >= 1, heavy in [0, 1], "
@@ -207,6 +211,7 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     po->reduce = (skv_reduce)red;
     po->combine = (skv_combine)comb;
     po->adaptive_split = sp == 1;
+    po->slm_score = (skv_slm_score)sc;   /* acc, now, mean: the enum's order */
     po->split_recent = (float)o.recent;
     po->no_saliency = o.no_saliency != 0;
     po->no_marginal = o.no_marginal != 0;

@@ -21,6 +21,13 @@
 #include "select.h"
 #include "../kernels/cpu/compensate.h"
 
+/* SmallKV token score from the mapped SLM head (method.md section 5 uses ACC):
+ *   ACC  accumulated attention over the SLM's full history (column sums)
+ *   NOW  this step's attention row only (the pure "what matters now" view)
+ *   MEAN ACC divided by the number of query rows that could see the token (n - k), which
+ *        removes the accumulated score's lean towards old tokens */
+typedef enum { SKV_SLM_SCORE_ACC = 0, SKV_SLM_SCORE_NOW, SKV_SLM_SCORE_MEAN } skv_slm_score;
+
 typedef struct {
     int sinks;            /* always-kept first tokens (4) */
     int window;           /* SnapKV observation / recent window w (32) */
@@ -38,6 +45,7 @@ typedef struct {
     float adapt_crit_mass, adapt_marg_mass;       /* 0.8, 0.95 */
     bool no_saliency;     /* ablation: the LLM's own accumulated scores, no restore */
     bool no_marginal;     /* ablation: no V-only tokens (budget split critical:recent) */
+    skv_slm_score slm_score;  /* what ranks tokens: the SLM's accumulated score (the method), or variants */
     skv_combine combine;  /* SUM / MASS / RENORM */
 } skv_policy_opts;
 

@@ -2,7 +2,8 @@
  * decode step:
  *   score[k]  = sum over the group's query heads i of the mapped SLM head f(i)'s
  *               accumulated attention on token k over the SLM's full history
- *               (--no-saliency: the LLM's own accumulated scores, H2O-style)
+ *               (--no-saliency: the LLM's own accumulated scores, H2O-style;
+ *               variants: this step's SLM row only, or the mean per row that saw k)
  *   K+V       = sinks + recent window + critical (top by score outside the window)
  *   V only    = marginal (the next tokens by score)
  *   split     critical : recent : marginal = 2 : 1 : 2 in tokens (cost 2 + 1 + 1), recent
@@ -68,14 +69,17 @@ static int sk_select(skv_policy *p, skv_select_io *io) {
     } else {
         score = io->ftmp;
         memset(score, 0, (size_t)n * sizeof(float));
+        const float *const *src = p->o.slm_score == SKV_SLM_SCORE_NOW ? s->v.lastrow : s->v.colsum;
         for (int t = 0; t < g; t++) {
             int h = io->kvh * g + t;
-            const float *row = slm_row(s, s->v.colsum, s->map[io->layer * p->H + h]);
+            const float *row = slm_row(s, src, s->map[io->layer * p->H + h]);
             if (p->o.reduce == SKV_REDUCE_MAX)
                 for (int k = 0; k < n; k++) score[k] = t == 0 || row[k] > score[k] ? row[k] : score[k];
             else
                 for (int k = 0; k < n; k++) score[k] += row[k];
         }
+        if (p->o.slm_score == SKV_SLM_SCORE_MEAN)   /* token k was seen by the rows k .. n-1 */
+            for (int k = 0; k < n; k++) score[k] /= (float)(n - k);
     }
     int crit, recent, marg;
     skv_smallkv_split(&p->o, io->budget, &crit, &recent, &marg);

@@ -217,6 +217,26 @@ static void test_smallkv_select(void **st) {
         for (int k = 0; k < 4; k++) assert_float_equal(pm[t * 4 + k], 0.01f * wv[k], 1e-7);
         assert_float_equal(w[t], 0.01f * (0 + 2 + 4 + 6 + 18 + 19), 1e-6);
     }
+    /* score = this step's SLM row (0.01 k): critical 15, 16, 17; marginal 11 .. 14 */
+    int nkv[6] = {0, 15, 16, 17, 18, 19}, nv[4] = {11, 12, 13, 14};
+    p->o.slm_score = SKV_SLM_SCORE_NOW;
+    io = io_for(c, &b, 0, 0, n, 0, 8);
+    assert_int_equal(p->select(p, &io), 0);
+    expect(io.kv_pos, io.n_kv, nkv, 6);
+    expect(io.v_pos, io.n_v, nv, 4);
+    /* score = mean per row that saw k: colsum (n - k) * 0.01 k ranks like 0.01 k (the
+     * accumulated sum alone would pick the middle, k = 8 .. 12) */
+    for (int k = 0; k < n; k++) colsum[S + k] = (float)(n - k) * 0.01f * (float)k;
+    p->o.slm_score = SKV_SLM_SCORE_MEAN;
+    io = io_for(c, &b, 0, 0, n, 0, 8);
+    assert_int_equal(p->select(p, &io), 0);
+    expect(io.kv_pos, io.n_kv, nkv, 6);
+    expect(io.v_pos, io.n_v, nv, 4);
+    p->o.slm_score = SKV_SLM_SCORE_ACC;
+    io = io_for(c, &b, 0, 0, n, 0, 8);
+    assert_int_equal(p->select(p, &io), 0);
+    assert_int_equal(io.n_kv, 6);
+    for (int i = 1; i < 4; i++) assert_true(io.kv_pos[i] >= 8 && io.kv_pos[i] <= 12);
     /* budget >= n keeps everything */
     io = io_for(c, &b, 0, 0, n, 0, 20);
     assert_int_equal(p->select(p, &io), 0);

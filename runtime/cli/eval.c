@@ -37,7 +37,7 @@ static const char *EVAL_USAGE =
     "                       when --profile is given, else online)\n"
     "  --policies LIST      comma-separated policy specs (default full,streamingllm,h2o,snapkv,\n"
     "                       pyramidkv,adakv,smallkv); modifiers after ':', e.g. smallkv:mass:online,\n"
-    "                       smallkv:nosal, smallkv:nomarg, smallkv:adaptive, smallkv:depth=16,\n"
+    "                       smallkv:nosal, smallkv:nomarg, smallkv:adaptive, smallkv:score=now, smallkv:depth=16,\n"
     "                       smallkv:slmb=0.4, h2o:sinks=8\n"
     "  --combine C          default smallkv combine: sum | mass | renorm (default renorm)\n"
     "  --budgets LIST       fractions of the full cache (default 0.05,0.1,0.2,0.4); full runs once\n"
@@ -200,6 +200,8 @@ static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol
         cJSON_AddBoolToObject(o, "no_saliency", p->popts.no_saliency);
         cJSON_AddBoolToObject(o, "no_marginal", p->popts.no_marginal);
         cJSON_AddBoolToObject(o, "adaptive_split", p->popts.adaptive_split);
+        if (p->popts.slm_score != SKV_SLM_SCORE_ACC)   /* absent = acc: older records stay valid */
+            cJSON_AddStringToObject(o, "slm_score", p->popts.slm_score == SKV_SLM_SCORE_NOW ? "now" : "mean");
         cJSON_AddNumberToObject(o, "slm_depth", p->slm_depth);
         cJSON_AddNumberToObject(o, "slm_budget", p->slm_budget > 0 ? p->slm_budget : 1.0);
     }

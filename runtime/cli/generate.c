@@ -48,6 +48,8 @@ static const char *GEN_USAGE =
     "  --combine sum|mass|renorm         SmallKV marginal compensation (renorm)\n"
     "  --mapping profile|online          head mapping source (profile)\n"
     "  --split fixed|adaptive            SmallKV budget split (fixed)\n"
+    "  --score acc|now|mean              SmallKV token score from the SLM: accumulated (acc),\n"
+    "                                    this step's row (now), accumulated per row seen (mean)\n"
     "  --no-saliency --no-marginal       SmallKV ablations\n"
     "  --slm-depth N    SLM layers to run (default: the profile's depth)\n"
     "  --slm-budget F   compress the SLM's cache with H2O to F (default: full cache)\n"
@@ -163,6 +165,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--combine")) ok = cli_str(argc, argv, &i, &o.combine);
         else if (!strcmp(a, "--mapping")) ok = cli_str(argc, argv, &i, &o.mapping);
         else if (!strcmp(a, "--split")) ok = cli_str(argc, argv, &i, &o.split);
+        else if (!strcmp(a, "--score")) ok = cli_str(argc, argv, &i, &o.score);
         else if (!strcmp(a, "--reduce")) ok = cli_str(argc, argv, &i, &o.reduce);
         else if (!strcmp(a, "--no-saliency")) o.no_saliency = 1;
         else if (!strcmp(a, "--no-marginal")) o.no_marginal = 1;
