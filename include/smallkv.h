@@ -72,8 +72,9 @@ typedef struct {
     const char *mapping;   /* "profile" (default; needs smallkv_pair_load_profile) or "online" */
     const char *split;     /* "fixed" (critical:recent:marginal 2:1:2, default) or "adaptive" */
     double recent;         /* recent share weight of the fixed split (1; critical 2, marginal 2) */
-    const char *score;     /* token score from the SLM: "acc" (accumulated, the method; default),
-                            * "now" (this step's attention row), "mean" (accumulated / rows seen) */
+    const char *score;     /* token score from the SLM: "now" (this step's attention row; default,
+                            * measured best), "acc" (accumulated over the SLM's history, as the
+                            * method describes), "mean" (accumulated / rows seen) */
     int no_saliency;       /* ablation: the LLM's own scores, no restores from the cold tier */
     int no_marginal;       /* ablation: no V-only (marginal) tokens */
     int slm_depth;         /* SLM layers to run (0: the profile's depth) */

@@ -157,7 +157,7 @@ void smallkv_options_default(smallkv_options *o) {
     o->combine = "renorm";
     o->mapping = "profile";
     o->split = "fixed";
-    o->score = "acc";
+    o->score = "now";
     o->recent = po.split_recent;
 }
 
@@ -182,7 +182,7 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
                              *const scores[] = {"acc", "now", "mean", NULL};
     int red = pick(o.reduce ? o.reduce : "sum", reduces), comb = pick(o.combine ? o.combine : "renorm", combines),
         mp = pick(o.mapping ? o.mapping : "profile", maps), sp = pick(o.split ? o.split : "fixed", splits),
-        sc = pick(o.score ? o.score : "acc", scores);
+        sc = pick(o.score ? o.score : "now", scores);
     if (red < 0) { skv_error("unknown reduce '%s' (sum, mean, max)", o.reduce); return NULL; }
     if (comb < 0) { skv_error("unknown combine '%s' (sum, mass, renorm)", o.combine); return NULL; }
     if (mp < 0) { skv_error("unknown mapping '%s' (profile, online)", o.mapping); return NULL; }

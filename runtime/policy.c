@@ -19,6 +19,7 @@ void skv_policy_opts_default(skv_policy_opts *o) {
     o->ems_window = 0;
     o->reduce = SKV_REDUCE_SUM;
     o->split_crit = 2; o->split_recent = 1; o->split_marg = 2;
+    o->slm_score = SKV_SLM_SCORE_NOW;   /* measured best (docs/results.md section 2); ACC is the method's text */
     o->adapt_crit_mass = 0.8f; o->adapt_marg_mass = 0.95f;
     o->combine = SKV_COMBINE_RENORM;   /* measured best: docs/results.md */
 }

@@ -21,9 +21,10 @@
 #include "select.h"
 #include "../kernels/cpu/compensate.h"
 
-/* SmallKV token score from the mapped SLM head (method.md section 5 uses ACC):
+/* SmallKV token score from the mapped SLM head (method.md section 5 names ACC; NOW is the
+ * default because it measured far closer to the full cache, docs/results.md section 2):
  *   ACC  accumulated attention over the SLM's full history (column sums)
- *   NOW  this step's attention row only (the pure "what matters now" view)
+ *   NOW  this step's attention row only (the pure "what matters now" view; default)
  *   MEAN ACC divided by the number of query rows that could see the token (n - k), which
  *        removes the accumulated score's lean towards old tokens */
 typedef enum { SKV_SLM_SCORE_ACC = 0, SKV_SLM_SCORE_NOW, SKV_SLM_SCORE_MEAN } skv_slm_score;

@@ -1,9 +1,10 @@
 /* policy_smallkv.c: SmallKV (method.md section 5). Per lane (LLM layer, KV head) every
  * decode step:
  *   score[k]  = sum over the group's query heads i of the mapped SLM head f(i)'s
- *               accumulated attention on token k over the SLM's full history
- *               (--no-saliency: the LLM's own accumulated scores, H2O-style;
- *               variants: this step's SLM row only, or the mean per row that saw k)
+ *               attention on token k in this step's row (score=now, the default), or
+ *               accumulated over the SLM's full history (score=acc, the method's text),
+ *               or that sum per query row that saw k (score=mean)
+ *               (--no-saliency: the LLM's own accumulated scores, H2O-style)
  *   K+V       = sinks + recent window + critical (top by score outside the window)
  *   V only    = marginal (the next tokens by score)
  *   split     critical : recent : marginal = 2 : 1 : 2 in tokens (cost 2 + 1 + 1), recent

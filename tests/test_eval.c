@@ -137,11 +137,21 @@ static void test_policy_specs(void **st) {
     assert_string_equal(p.label, "h2o");
     skv_eval_pol_default(&p);
     assert_int_equal(skv_eval_pol_parse("smallkv:mass:online:nomarg:slmb=0.4", &p), 0);
-    assert_string_equal(p.label, "smallkv:mass:online:nomarg:slmb=0.4");
+    assert_string_equal(p.label, "smallkv:mass:online:nomarg:score=now:slmb=0.4");
     assert_true(p.online && p.popts.no_marginal && p.popts.combine == SKV_COMBINE_MASS);
     skv_eval_pol_default(&p);
     assert_int_equal(skv_eval_pol_parse("smallkv", &p), 0);
+    assert_string_equal(p.label, "smallkv:renorm:profile:score=now");
+    assert_int_equal(p.popts.slm_score, SKV_SLM_SCORE_NOW);
+    /* the accumulated score carries no suffix: records from before the option keep their key */
+    skv_eval_pol_default(&p);
+    assert_int_equal(skv_eval_pol_parse("smallkv:score=acc", &p), 0);
     assert_string_equal(p.label, "smallkv:renorm:profile");
+    skv_eval_pol_default(&p);
+    assert_int_equal(skv_eval_pol_parse("smallkv:score=mean:online", &p), 0);
+    assert_string_equal(p.label, "smallkv:renorm:online:score=mean");
+    skv_eval_pol_default(&p);
+    assert_int_equal(skv_eval_pol_parse("smallkv:score=soon", &p), -1);
     skv_eval_pol_default(&p);
     assert_int_equal(skv_eval_pol_parse("h2o:mass", &p), -1);
     assert_int_equal(skv_eval_pol_parse("nosuch", &p), -1);

@@ -191,6 +191,7 @@ static void test_smallkv_select(void **st) {
     skv_policy_opts o;
     skv_policy_opts_default(&o);
     o.sinks = 1;
+    o.slm_score = SKV_SLM_SCORE_ACC;      /* the accumulated score first; NOW and MEAN below */
     skv_policy *p = skv_policy_new("smallkv", &o, 1, 2, 1);   /* LLM: 1 layer, 2 query heads, 1 KV head */
     /* SLM: 1 layer, 2 heads; LLM head 0 -> SLM head 1, LLM head 1 -> SLM head 1 */
     float colsum[2 * S], lastrow[2 * S];

@@ -37,7 +37,7 @@ static const char *EVAL_USAGE =
     "                       when --profile is given, else online)\n"
     "  --policies LIST      comma-separated policy specs (default full,streamingllm,h2o,snapkv,\n"
     "                       pyramidkv,adakv,smallkv); modifiers after ':', e.g. smallkv:mass:online,\n"
-    "                       smallkv:nosal, smallkv:nomarg, smallkv:adaptive, smallkv:score=now, smallkv:depth=16,\n"
+    "                       smallkv:nosal, smallkv:nomarg, smallkv:adaptive, smallkv:score=acc, smallkv:depth=16,\n"
     "                       smallkv:slmb=0.4, h2o:sinks=8\n"
     "  --combine C          default smallkv combine: sum | mass | renorm (default renorm)\n"
     "  --budgets LIST       fractions of the full cache (default 0.05,0.1,0.2,0.4); full runs once\n"
