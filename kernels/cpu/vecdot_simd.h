@@ -26,22 +26,35 @@ static inline __m256i skv_load2x16(const void *lo, const void *hi) {
     return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)lo)),
                                    _mm_loadu_si128((const __m128i *)hi), 1);
 }
+/* the first 4 bytes of two blocks as fp16 -> floats (lanes 0, 1 of b0; lanes 2, 3 of b1).
+ * Same as skv_half2_pair, but built with movd + pinsrd from memory (no extra zeroing move). */
+static inline __m128 skv_half2_pair_ld(const void *b0, const void *b1) {
+    int32_t u0, u1;
+    __builtin_memcpy(&u0, b0, 4);
+    __builtin_memcpy(&u1, b1, 4);
+    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(u0), u1, 1));
+}
+
 /* the fifth bits of two Q5 blocks (lane 0 = block 0, lane 1 = block 1):
- * (lo, hi) = bytes 0x10 where the bit of weight j (lo: j < 16, hi: j >= 16) is set */
+ * (lo, hi) = bytes 0x10 where the bit of weight j (lo: j < 16, hi: j >= 16) is set.
+ * One pshufb + and + min per vector (a cmpeq form needs one more op): each lane holds qh (dword 0) and qh << 4
+ * (dword 1); output byte j takes the byte holding bit j from dword 0 if j % 8 >= 4, else
+ * from dword 1 where that bit sits 4 places higher, so the tested bit is always one of
+ * 0x10..0x80 (mask 0x80402010 per 4 bytes) and min(byte & mask, 0x10) is the 0x10 byte. */
 static inline void skv_highbits_pair(const uint8_t *qh0, const uint8_t *qh1, __m256i *lo, __m256i *hi) {
     uint32_t u0, u1;
     __builtin_memcpy(&u0, qh0, 4);
     __builtin_memcpy(&u1, qh1, 4);
     __m256i v = _mm256_blend_epi32(_mm256_set1_epi32((int)u0), _mm256_set1_epi32((int)u1), 0xf0);
-    const __m256i shlo = _mm256_setr_epi64x(0x0000000000000000LL, 0x0101010101010101LL,
-                                            0x0000000000000000LL, 0x0101010101010101LL);
-    const __m256i shhi = _mm256_setr_epi64x(0x0202020202020202LL, 0x0303030303030303LL,
-                                            0x0202020202020202LL, 0x0303030303030303LL);
-    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    v = _mm256_sllv_epi32(v, _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
+    const __m256i shlo = _mm256_setr_epi64x(0x0000000004040404LL, 0x0101010105050505LL,
+                                            0x0000000004040404LL, 0x0101010105050505LL);
+    const __m256i shhi = _mm256_setr_epi64x(0x0202020206060606LL, 0x0303030307070707LL,
+                                            0x0202020206060606LL, 0x0303030307070707LL);
+    const __m256i bits = _mm256_set1_epi32((int)0x80402010u);
     const __m256i b4 = _mm256_set1_epi8(0x10);
-    __m256i l = _mm256_shuffle_epi8(v, shlo), h = _mm256_shuffle_epi8(v, shhi);
-    *lo = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(l, bits), bits), b4);
-    *hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bits), bits), b4);
+    *lo = _mm256_min_epu8(_mm256_and_si256(_mm256_shuffle_epi8(v, shlo), bits), b4);
+    *hi = _mm256_min_epu8(_mm256_and_si256(_mm256_shuffle_epi8(v, shhi), bits), b4);
 }
 
 /* ---- k-quants ---- */
