@@ -198,12 +198,16 @@ QWEN_SLM     := models/qwen2.5-coder-0.5b.gguf
 QWEN_LLM     := models/qwen2.5-coder-1.5b.gguf
 QWEN_PROF    := profiles/qwen2.5-coder-0.5b-1.5b.skvprof
 QWEN_MAP     := $(if $(wildcard $(QWEN_PROF)),--profile $(QWEN_PROF),--mapping online)
-EVAL_POLICIES ?= full,streamingllm,h2o,snapkv,pyramidkv,adakv,ems,smallkv
-EVAL_ABLATION ?= smallkv:nosal,smallkv:nomarg,smallkv:sum,smallkv:mass,smallkv:online,smallkv:depth=24,smallkv:slmb=0.4
-EVAL_TASK_POLICIES ?= full,h2o,snapkv,pyramidkv,ems,smallkv
+EVAL_POLICIES ?= full,streamingllm,h2o,snapkv,pyramidkv,adakv,ems,smallkv:score=acc,smallkv
+# the default smallkv ranks tokens by this step's SLM row (score=now); score=acc is the
+# method's accumulated score, which the first ablations below vary
+EVAL_ABLATION ?= smallkv:score=acc:nosal,smallkv:score=acc:nomarg,smallkv:score=acc:sum,smallkv:score=acc:mass,smallkv:score=acc:online,smallkv:score=acc:depth=24,smallkv:score=acc:slmb=0.4,smallkv:score=now,smallkv:score=mean
+EVAL_ABLATION_NOW ?= smallkv:nomarg,smallkv:sum,smallkv:online
+EVAL_TASK_POLICIES ?= full,h2o,snapkv,pyramidkv,ems,smallkv:score=acc,smallkv
+EVAL_BBH_POLICIES ?= full,h2o,snapkv,smallkv:score=acc,smallkv
 EVAL_BUDGETS  ?= 0.05,0.1,0.2,0.4
-EVAL_LIMIT    ?= 100
-EVAL_BBH_LIMIT ?= 10
+EVAL_LIMIT    ?= 60
+EVAL_BBH_LIMIT ?= 6
 QUICK := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(SMOL) --slm $(SMOL) $(SMOL_MAP) --threads $(EVAL_THREADS)
 QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 
@@ -225,13 +229,14 @@ eval-fidelity: $(SKV)
 eval-ablation: $(SKV)
 	@mkdir -p results
 	$(QEVAL) fidelity --policies $(EVAL_ABLATION) --budgets 0.1,0.2 --batch 32 -o results/qwen-fid2048-ablation.json
+	$(QEVAL) fidelity --policies $(EVAL_ABLATION_NOW) --budgets 0.2 --batch 32 -o results/qwen-fid2048-ablation.json
 eval-passkey: $(SKV)
 	@mkdir -p results
 	$(QEVAL) passkey --policies $(EVAL_POLICIES) --budgets 0.1,0.2 -o results/qwen-passkey.json
 # speed and memory ratios: every cell stepped alone and timed (--batch 1), a shorter document
 eval-speed: $(SKV)
 	@mkdir -p results
-	$(QEVAL) fidelity --policies full,h2o,snapkv,smallkv,smallkv:nosal --budgets 0.1,0.2 --tokens 1024 \
+	$(QEVAL) fidelity --policies full,h2o,snapkv,smallkv:score=acc,smallkv --budgets 0.1,0.2 --tokens 1024 \
 	  --corpora wikitext2 --batch 1 -o results/qwen-speed.json
 eval-calibration: $(SKV)
 	@mkdir -p results
@@ -241,6 +246,6 @@ eval-gsm8k: $(SKV)
 	$(QEVAL) gsm8k --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_LIMIT) -o results/qwen-gsm8k.json
 eval-bbh: $(SKV)
 	@mkdir -p results
-	$(QEVAL) bbh --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_BBH_LIMIT) -o results/qwen-bbh.json
+	$(QEVAL) bbh --policies $(EVAL_BBH_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_BBH_LIMIT) -o results/qwen-bbh.json
 eval-report: $(SKV)
 	$(SKV) eval report $(wildcard results/qwen-*.json) -o docs/results-qwen.md

@@ -1,6 +1,8 @@
 /* test_fidelity.c: issue 4's acceptance check through the evaluation harness: with SLM =
  * LLM = SmolLM2 (identity mapping, the test pair's calibrated profile) and `mass`
- * combining, SmallKV at 20% stays closer to the full cache than H2O at 20%: mean
+ * combining, SmallKV at 20% stays closer to the full cache than H2O at 20%, with the
+ * method's accumulated SLM score (score=acc) and, closer still, with the default
+ * score=now (this step's SLM row, here the LLM's own): mean
  * KL(full || policy) of the next-token distributions over 500 teacher-forced decode steps
  * of wikitext2 (document 0) after a 512-token prefill. One thread (the comparison is
  * deterministic; about a minute on a loaded 2-core machine). Skipped without the model or
@@ -41,22 +43,26 @@ static void test_smallkv_beats_h2o(void **st) {
     int *map = malloc(sizeof(int) * nh);
     for (int i = 0; i < nh; i++) map[i] = i;   /* the test pair's profile mapping */
     skv_eval_ctx c = {.llm = m, .slm = m, .map = map, .kv_f16 = true, .T_max = 256};
-    skv_eval_pol h2o, skv;
+    skv_eval_pol h2o, skv, acc;
     skv_eval_pol_default(&h2o);
     skv_eval_pol_default(&skv);
+    skv_eval_pol_default(&acc);
     assert_int_equal(skv_eval_pol_parse("h2o", &h2o), 0);
     assert_int_equal(skv_eval_pol_parse("smallkv:mass:profile", &skv), 0);
-    skv_fid_cell cells[2] = {{.pol = &h2o, .budget = 0.2}, {.pol = &skv, .budget = 0.2}};
-    assert_int_equal(skv_eval_fidelity(&c, toks, N, P, cells, 2, NULL, NULL, NULL), 0);
-    skv_fid_summary a, b;
+    assert_int_equal(skv_eval_pol_parse("smallkv:mass:profile:score=acc", &acc), 0);
+    skv_fid_cell cells[3] = {{.pol = &h2o, .budget = 0.2}, {.pol = &skv, .budget = 0.2}, {.pol = &acc, .budget = 0.2}};
+    assert_int_equal(skv_eval_fidelity(&c, toks, N, P, cells, 3, NULL, NULL, NULL), 0);
+    skv_fid_summary a, b, e;
     skv_fid_summarize(&cells[0].acc, &a);
     skv_fid_summarize(&cells[1].acc, &b);
-    print_message("500 steps at 20%%: h2o mean KL %.4f (top-1 %.1f%%), smallkv:mass %.4f (top-1 %.1f%%)\n", a.kl_mean,
-                  100 * a.top1, b.kl_mean, 100 * b.top1);
+    skv_fid_summarize(&cells[2].acc, &e);
+    print_message("500 steps at 20%%: h2o mean KL %.4f (top-1 %.1f%%), smallkv:mass %.4f (top-1 %.1f%%), "
+                  "smallkv:mass:score=acc %.4f (top-1 %.1f%%)\n", a.kl_mean, 100 * a.top1, b.kl_mean, 100 * b.top1,
+                  e.kl_mean, 100 * e.top1);
     assert_int_equal(a.steps, 500);
-    assert_true(b.kl_mean < a.kl_mean);
-    skv_fid_free(&cells[0].acc);
-    skv_fid_free(&cells[1].acc);
+    assert_true(e.kl_mean < a.kl_mean);
+    assert_true(b.kl_mean < e.kl_mean);
+    for (int i = 0; i < 3; i++) skv_fid_free(&cells[i].acc);
     free(map);
     free(toks);
     skv_model_free(m);
