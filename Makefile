@@ -202,12 +202,10 @@ EVAL_POLICIES ?= full,streamingllm,h2o,snapkv,pyramidkv,adakv,ems,smallkv:score=
 # the default smallkv ranks tokens by this step's SLM row (score=now); score=acc is the
 # method's accumulated score, which the first ablations below vary
 EVAL_ABLATION ?= smallkv:score=acc:nosal,smallkv:score=acc:nomarg,smallkv:score=acc:sum,smallkv:score=acc:mass,smallkv:score=acc:online,smallkv:score=acc:depth=24,smallkv:score=acc:slmb=0.4,smallkv:score=now,smallkv:score=mean
-EVAL_ABLATION_NOW ?= smallkv:nomarg,smallkv:sum,smallkv:online
-EVAL_TASK_POLICIES ?= full,h2o,snapkv,pyramidkv,ems,smallkv:score=acc,smallkv
-EVAL_BBH_POLICIES ?= full,h2o,snapkv,smallkv:score=acc,smallkv
+EVAL_TASK_POLICIES ?= full,h2o,snapkv,pyramidkv,ems,smallkv
 EVAL_BUDGETS  ?= 0.05,0.1,0.2,0.4
-EVAL_LIMIT    ?= 60
-EVAL_BBH_LIMIT ?= 6
+EVAL_LIMIT    ?= 100
+EVAL_BBH_LIMIT ?= 4
 QUICK := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(SMOL) --slm $(SMOL) $(SMOL_MAP) --threads $(EVAL_THREADS)
 QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 
@@ -229,7 +227,6 @@ eval-fidelity: $(SKV)
 eval-ablation: $(SKV)
 	@mkdir -p results
 	$(QEVAL) fidelity --policies $(EVAL_ABLATION) --budgets 0.1,0.2 --batch 32 -o results/qwen-fid2048-ablation.json
-	$(QEVAL) fidelity --policies $(EVAL_ABLATION_NOW) --budgets 0.2 --batch 32 -o results/qwen-fid2048-ablation.json
 eval-passkey: $(SKV)
 	@mkdir -p results
 	$(QEVAL) passkey --policies $(EVAL_POLICIES) --budgets 0.1,0.2 -o results/qwen-passkey.json
@@ -244,8 +241,9 @@ eval-calibration: $(SKV)
 eval-gsm8k: $(SKV)
 	@mkdir -p results
 	$(QEVAL) gsm8k --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_LIMIT) -o results/qwen-gsm8k.json
+	$(QEVAL) gsm8k --policies smallkv:score=acc --budgets 0.1,0.2 --limit 60 -o results/qwen-gsm8k.json
 eval-bbh: $(SKV)
 	@mkdir -p results
-	$(QEVAL) bbh --policies $(EVAL_BBH_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_BBH_LIMIT) -o results/qwen-bbh.json
+	$(QEVAL) bbh --policies $(EVAL_TASK_POLICIES),smallkv:score=acc --budgets 0.1,0.2 --limit $(EVAL_BBH_LIMIT) -o results/qwen-bbh.json
 eval-report: $(SKV)
 	$(SKV) eval report $(wildcard results/qwen-*.json) -o docs/results-qwen.md
