@@ -244,6 +244,6 @@ eval-gsm8k: $(SKV)
 	$(QEVAL) gsm8k --policies smallkv:score=acc --budgets 0.1,0.2 --limit 60 -o results/qwen-gsm8k.json
 eval-bbh: $(SKV)
 	@mkdir -p results
-	$(QEVAL) bbh --policies $(EVAL_TASK_POLICIES),smallkv:score=acc --budgets 0.1,0.2 --limit $(EVAL_BBH_LIMIT) -o results/qwen-bbh.json
+	$(QEVAL) bbh --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_BBH_LIMIT) -o results/qwen-bbh.json
 eval-report: $(SKV)
 	$(SKV) eval report $(wildcard results/qwen-*.json) -o docs/results-qwen.md
