@@ -178,11 +178,10 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
         return NULL;
     }
     static const char *const reduces[] = {"sum", "mean", "max", NULL}, *const combines[] = {"sum", "mass", "renorm", NULL},
-                             *const maps[] = {"profile", "online", NULL}, *const splits[] = {"fixed", "adaptive", NULL},
-                             *const scores[] = {"acc", "now", "mean", NULL};
+                             *const maps[] = {"profile", "online", NULL}, *const splits[] = {"fixed", "adaptive", NULL};
     int red = pick(o.reduce ? o.reduce : "sum", reduces), comb = pick(o.combine ? o.combine : "renorm", combines),
         mp = pick(o.mapping ? o.mapping : "profile", maps), sp = pick(o.split ? o.split : "fixed", splits),
-        sc = pick(o.score ? o.score : "now", scores);
+        sc = skv_slm_score_parse(o.score ? o.score : "now");
     if (red < 0) { skv_error("unknown reduce '%s' (sum, mean, max)", o.reduce); return NULL; }
     if (comb < 0) { skv_error("unknown combine '%s' (sum, mass, renorm)", o.combine); return NULL; }
     if (mp < 0) { skv_error("unknown mapping '%s' (profile, online)", o.mapping); return NULL; }
@@ -211,7 +210,7 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     po->reduce = (skv_reduce)red;
     po->combine = (skv_combine)comb;
     po->adaptive_split = sp == 1;
-    po->slm_score = (skv_slm_score)sc;   /* acc, now, mean: the enum's order */
+    po->slm_score = (skv_slm_score)sc;
     po->split_recent = (float)o.recent;
     po->no_saliency = o.no_saliency != 0;
     po->no_marginal = o.no_marginal != 0;

@@ -51,9 +51,8 @@ int skv_eval_pol_parse(const char *spec, skv_eval_pol *out) {
         else if (!strcmp(tok, "nosal") && !val) out->popts.no_saliency = true;
         else if (!strcmp(tok, "nomarg") && !val) out->popts.no_marginal = true;
         else if (!strcmp(tok, "adaptive") && !val) out->popts.adaptive_split = true;
-        else if (!strcmp(tok, "score") && val && !strcmp(val, "acc")) out->popts.slm_score = SKV_SLM_SCORE_ACC;
-        else if (!strcmp(tok, "score") && val && !strcmp(val, "now")) out->popts.slm_score = SKV_SLM_SCORE_NOW;
-        else if (!strcmp(tok, "score") && val && !strcmp(val, "mean")) out->popts.slm_score = SKV_SLM_SCORE_MEAN;
+        else if (!strcmp(tok, "score") && val && skv_slm_score_parse(val) >= 0)
+            out->popts.slm_score = (skv_slm_score)skv_slm_score_parse(val);
         else if (!strcmp(tok, "depth") && val) {
             long x = strtol(val, &end, 10);
             if (*end || x < 0 || x > 4096) return skv_error("policy spec '%s': depth=%s", spec, val);
@@ -79,8 +78,7 @@ int skv_eval_pol_parse(const char *spec, skv_eval_pol *out) {
         if (out->popts.no_marginal) o += snprintf(out->label + o, sizeof out->label - o, ":nomarg");
         if (out->popts.adaptive_split) o += snprintf(out->label + o, sizeof out->label - o, ":adaptive");
         if (out->popts.slm_score != SKV_SLM_SCORE_ACC)
-            o += snprintf(out->label + o, sizeof out->label - o, ":score=%s",
-                          out->popts.slm_score == SKV_SLM_SCORE_NOW ? "now" : "mean");
+            o += snprintf(out->label + o, sizeof out->label - o, ":score=%s", skv_slm_score_name(out->popts.slm_score));
         if (out->slm_depth) o += snprintf(out->label + o, sizeof out->label - o, ":depth=%d", out->slm_depth);
         if (out->slm_budget > 0) o += snprintf(out->label + o, sizeof out->label - o, ":slmb=%g", out->slm_budget);
     }

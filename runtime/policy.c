@@ -35,6 +35,18 @@ static const struct { const char *name; int (*init)(skv_policy *); } registry[] 
     {"smallkv", skv_policy_init_smallkv},
 };
 
+static const char *const slm_score_names[] = {"acc", "now", "mean"};
+
+const char *skv_slm_score_name(skv_slm_score sc) {
+    return (unsigned)sc < sizeof slm_score_names / sizeof *slm_score_names ? slm_score_names[sc] : "?";
+}
+
+int skv_slm_score_parse(const char *name) {
+    for (int i = 0; name && i < (int)(sizeof slm_score_names / sizeof *slm_score_names); i++)
+        if (!strcmp(name, slm_score_names[i])) return i;
+    return -1;
+}
+
 const char *skv_policy_names(void) { return "full, streamingllm, h2o, snapkv, pyramidkv, adakv, ems, smallkv"; }
 
 skv_policy *skv_policy_new(const char *name, const skv_policy_opts *o, int L, int H, int Hkv) {

@@ -52,6 +52,11 @@ typedef struct {
 
 void skv_policy_opts_default(skv_policy_opts *o);
 
+/* SmallKV token score names, in the enum's order: "acc", "now", "mean". parse: -1 for an
+ * unknown name (no error set). */
+const char *skv_slm_score_name(skv_slm_score sc);
+int skv_slm_score_parse(const char *name);
+
 /* What a policy sees at the end of a prefill, for one layer. */
 typedef struct {
     int layer, H, Hkv;

@@ -201,7 +201,7 @@ static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol
         cJSON_AddBoolToObject(o, "no_marginal", p->popts.no_marginal);
         cJSON_AddBoolToObject(o, "adaptive_split", p->popts.adaptive_split);
         if (p->popts.slm_score != SKV_SLM_SCORE_ACC)   /* absent = acc: older records stay valid */
-            cJSON_AddStringToObject(o, "slm_score", p->popts.slm_score == SKV_SLM_SCORE_NOW ? "now" : "mean");
+            cJSON_AddStringToObject(o, "slm_score", skv_slm_score_name(p->popts.slm_score));
         cJSON_AddNumberToObject(o, "slm_depth", p->slm_depth);
         cJSON_AddNumberToObject(o, "slm_budget", p->slm_budget > 0 ? p->slm_budget : 1.0);
     }
