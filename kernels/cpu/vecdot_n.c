@@ -44,7 +44,7 @@ static inline __attribute__((always_inline)) void dotn32(int kind, size_t bsz, i
             lo = _mm256_or_si256(lo, hl);
             hi = _mm256_or_si256(hi, hh);
         }
-        __m128 sc = skv_half2_pair_ld(b0, b1);
+        __m128 sc = skv_half2_pair(b0, b1);
         if (!hasm) sc = _mm_moveldup_ps(sc);
         #pragma GCC unroll 8
         for (int t = 0; t < SKV_DOTN_MAX; t++) {

@@ -181,7 +181,7 @@ static inline __attribute__((always_inline)) void row32(int kind, size_t bsz, in
         }
         __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a->yab[p][0]), _mm256_maddubs_epi16(hi, a->yab[p][1]));
         __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-        __m128 sc = skv_half2_pair_ld(b0, b1);
+        __m128 sc = skv_half2_pair(b0, b1);
         if (!hasm) sc = _mm_moveldup_ps(sc);
         __m128 f = _mm_mul_ps(sc, a->ds[p]);   /* (dw0*dy0, c0, dw1*dy1, c1) */
         accc = _mm_add_ps(accc, f);

@@ -14,31 +14,23 @@ static inline __m128 skv_act_pair(const skv_q8a *y0, const skv_q8a *y1) {
     __m128d lo = _mm_load_sd((const double *)(const void *)&y0->d);
     return _mm_castpd_ps(_mm_loadh_pd(lo, (const double *)(const void *)&y1->d));
 }
-/* the first 4 bytes of two blocks (fp16 d, m) -> (d0, m0, d1, m1) */
+/* the first 4 bytes of two blocks (fp16 d, m) -> (d0, m0, d1, m1); built with movd + pinsrd
+ * from memory (no extra zeroing move) */
 static inline __m128 skv_half2_pair(const void *b0, const void *b1) {
-    uint32_t u0, u1;
+    int32_t u0, u1;
     __builtin_memcpy(&u0, b0, 4);
     __builtin_memcpy(&u1, b1, 4);
-    return _mm_cvtph_ps(_mm_set_epi32(0, 0, (int)u1, (int)u0));
+    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(u0), u1, 1));
 }
 /* two 16-byte chunks -> (lo | hi) */
 static inline __m256i skv_load2x16(const void *lo, const void *hi) {
     return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)lo)),
                                    _mm_loadu_si128((const __m128i *)hi), 1);
 }
-/* the first 4 bytes of two blocks as fp16 -> floats (lanes 0, 1 of b0; lanes 2, 3 of b1).
- * Same as skv_half2_pair, but built with movd + pinsrd from memory (no extra zeroing move). */
-static inline __m128 skv_half2_pair_ld(const void *b0, const void *b1) {
-    int32_t u0, u1;
-    __builtin_memcpy(&u0, b0, 4);
-    __builtin_memcpy(&u1, b1, 4);
-    return _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(u0), u1, 1));
-}
-
 /* the fifth bits of two Q5 blocks (lane 0 = block 0, lane 1 = block 1):
  * (lo, hi) = bytes 0x10 where the bit of weight j (lo: j < 16, hi: j >= 16) is set.
- * One pshufb + and + min per vector (a cmpeq form needs one more op): each lane holds qh (dword 0) and qh << 4
- * (dword 1); output byte j takes the byte holding bit j from dword 0 if j % 8 >= 4, else
+ * One pshufb + and + min per vector (a cmpeq form needs one more op): each lane holds qh
+ * (dword 0) and qh << 4 (dword 1); output byte j takes the byte holding bit j from dword 0 if j % 8 >= 4, else
  * from dword 1 where that bit sits 4 places higher, so the tested bit is always one of
  * 0x10..0x80 (mask 0x80402010 per 4 bytes) and min(byte & mask, 0x10) is the 0x10 byte. */
 static inline void skv_highbits_pair(const uint8_t *qh0, const uint8_t *qh1, __m256i *lo, __m256i *hi) {
