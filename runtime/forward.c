@@ -137,8 +137,8 @@ static void cache_write(void *cache, const float *src, int T, int Hkv, int d, in
  * five per layer: the matrix products (skv_gemv_team) and the attention (skv_attention_team)
  * share their work with orphaned `omp for` loops, and the small serial steps run on every
  * thread on its own copy (the residual x, rmsnorm, the quantised activations, SwiGLU), so
- * a layer has six barriers (q/k/v, rope + cache write, attention, wo, gate/up, down) and no
- * thread idles through the serial parts. Every value is computed by the same functions in
+ * a layer has seven barriers (q/k/v, rope + cache write, attention (two: its key chunks,
+ * then their merge per head), wo, gate/up, down) and no thread idles through the serial parts. Every value is computed by the same functions in
  * the same order as in the general path, so the logits are bit-identical. */
 
 typedef struct {
@@ -185,19 +185,22 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
     if (opts->attn || d / 2 > 512) return 0;
     const size_t ab = team_act_bytes(m, n_layers, head);
     if (!ab) return 0;
-    /* per thread: x (C), xb (max(C, Q)), hb (F), act (ab), attention scores (S_cap + 9);
-     * kept in the state, so a decode step allocates nothing */
+    /* per thread: x (C), xb (max(C, Q)), hb (F), act (ab); then one attention workspace
+     * shared by the team, sized for S_cap keys; kept in the state, so a decode step
+     * allocates nothing */
     const size_t o_xb = up64((size_t)C * 4), o_hb = o_xb + up64((size_t)(C > Q ? C : Q) * 4),
-                 o_act = o_hb + up64((size_t)F * 4), o_sc = o_act + up64(ab),
-                 per = o_sc + up64(((size_t)s->S_cap + 9) * 4);
+                 o_act = o_hb + up64((size_t)F * 4), per = o_act + up64(ab);
     const int nth = omp_get_max_threads();
-    if (s->team_ws_bytes < per * (size_t)nth) {
+    const skv_attn_args full = {.T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->S_cap - 1, .S_cap = s->S_cap};
+    const size_t o_att = per * (size_t)nth, total = o_att + up64(skv_attention_ws_floats(&full, nth) * 4);
+    if (s->team_ws_bytes < total) {
         free(s->team_ws);
         s->team_ws_bytes = 0;
-        if (!(s->team_ws = skv_aligned_alloc(per * (size_t)nth, "decode workspace"))) return -1;
-        s->team_ws_bytes = per * (size_t)nth;
+        if (!(s->team_ws = skv_aligned_alloc(total, "decode workspace"))) return -1;
+        s->team_ws_bytes = total;
     }
     uint8_t *ws = s->team_ws;
+    float *att_ws = (float *)(ws + o_att);
     float cs[512], sn[512];
     skv_rope_table(cs, sn, pos0, d, c->rope_theta);
     s->pos[0] = pos0;
@@ -206,7 +209,6 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
         uint8_t *mine = ws + per * (size_t)omp_get_thread_num();
         float *x = (float *)mine, *xb = (float *)(mine + o_xb), *hb = (float *)(mine + o_hb);
         uint8_t *act = mine + o_act;
-        float *scores = (float *)(mine + o_sc);
         skv_weight_row(&m->tok_embd, token, x);
         for (int l = 0; l < n_layers; l++) {
             const skv_layer *L = &m->layers[l];
@@ -231,7 +233,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
                 .colsum = opts->colsum ? opts->colsum[l] : NULL,
                 .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
             };
-            skv_attention_team(s->att, s->q, s->k[l], s->v[l], &a, scores);
+            skv_attention_team(s->att, s->q, s->k[l], s->v[l], &a, att_ws);
             float *y[2] = {s->xb, NULL};
             skv_gemv_team(y, g.wo, 1, s->att, act);
             for (int i = 0; i < C; i++) x[i] += s->xb[i];

@@ -96,7 +96,43 @@ static void test_decode(void **state) {
         check_case(1, 14, 2, 64, 100, f16);     /* group 7 */
         check_case(1, 3, 1, 20, 9, f16);        /* d not a multiple of 8 */
         check_case(1, 4, 2, 128, 300, f16);
+        /* the grouped split-key decode: several 128-key chunks, partial chunks and tiles */
+        check_case(1, 9, 3, 64, 1000, f16);     /* SmolLM2 heads */
+        check_case(1, 14, 2, 64, 2100, f16);    /* Qwen2.5 0.5B heads */
+        check_case(1, 6, 2, 72, 260, f16);      /* d = 64 + 8 */
+        check_case(1, 2, 1, 256, 130, f16);     /* largest d of that path */
+        check_case(1, 4, 4, 32, 127, f16);      /* group 1, exactly one full chunk */
     }
+}
+
+/* Decode: the same bits for 1 and N threads, and skv_attention_team (one region, shared
+ * workspace) == skv_attention. */
+static void test_decode_threads(void **state) {
+    (void)state;
+    const int H = 9, Hkv = 3, d = 64, pos0 = 700;
+    fixture f;
+    setup(&f, 1, H, Hkv, d, pos0, true);
+    skv_attn_args a = f.a;
+    a.colsum = f.cs; a.lastrow = f.lr;
+    skv_attention(f.out, f.q, f.k, f.v, &a);
+    const int nth = omp_get_max_threads();
+    omp_set_num_threads(1);
+    a.colsum = f.cs_ref; a.lastrow = f.lr_ref;
+    skv_attention(f.out_ref, f.q, f.k, f.v, &a);
+    omp_set_num_threads(nth);
+    const size_t nq = (size_t)H * d, ns = (size_t)H * a.S_cap;
+    assert_memory_equal(f.out, f.out_ref, nq * 4);
+    assert_memory_equal(f.cs, f.cs_ref, ns * 4);
+    assert_memory_equal(f.lr, f.lr_ref, ns * 4);
+    const int team = nth > 1 ? nth : 2;
+    float *ws = skv_aligned_alloc(skv_attention_ws_floats(&f.a, team) * 4, "test");
+    float *o2 = calloc(nq, 4);
+    skv_attn_args b = f.a;
+    #pragma omp parallel num_threads(team)
+    skv_attention_team(o2, f.q, f.k, f.v, &b, ws);
+    assert_memory_equal(o2, f.out, nq * 4);
+    free(o2); free(ws);
+    teardown_f(&f);
 }
 
 static void test_prefill(void **state) {
@@ -146,6 +182,7 @@ int main(void) {
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_prefill),
         cmocka_unit_test(test_colsum_rows),
+        cmocka_unit_test(test_decode_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <omp.h>
 
 /* ---------------- reference ---------------- */
@@ -168,8 +169,8 @@ static inline __attribute__((always_inline)) void attn_row(float *o, const float
     }
 }
 
-/* The (head, row) tasks of skv_attention as an orphaned `omp for` (ends in a barrier);
- * p: this thread's score row of pos0 + T + 8 floats. */
+/* The (head, row) tasks of skv_attention for T > 1 (and odd head sizes) as an orphaned
+ * `omp for` (ends in a barrier); p: this thread's score row of pos0 + T + 8 floats. */
 static void attn_tasks(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a, float *p) {
     const int T = a->T, H = a->H, d = a->d, grp = a->H / a->Hkv;
     const float scale = 1.0f / sqrtf((float)d);
@@ -200,17 +201,207 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
     }
 }
 
+/* ---------------- decode: one query row, grouped by KV head, split over keys ----------------
+ * A unit = (KV head, chunk of DEC_CHUNK keys). Its K and V rows are converted to fp32 once
+ * per tile of DEC_TILE keys and that tile serves all grp = H/Hkv query heads of the KV
+ * head (attn_row converts every fp16 row once per query head, and with one query row the
+ * conversions, not the FMAs, were the bottleneck: ~8 GB/s of KV on two cores). Per head a
+ * unit leaves m (its max score), l = sum_k exp(s_k - m), o = sum_k exp(s_k - m) V[k] and the
+ * exp(s_k - m) themselves in the head's score row. A second loop over heads merges the
+ * chunks in order (flash-decoding): M = max m_c, L = sum_c l_c e^(m_c - M),
+ * out = sum_c o_c e^(m_c - M) / L, and rescales the stored values to the probabilities for
+ * colsum / lastrow. The chunking depends on the number of keys only, so the results are
+ * the same for any thread count. Workspace (floats): H score rows of n + 8, then H * nch
+ * partials of d + 2 (m, l, o). */
+#define DEC_CHUNK 128
+#define DEC_TILE 16
+#define DEC_DMAX 256
+#define DEC_GMAX 64   /* query heads per KV head */
+
+static bool dec_applies(const skv_attn_args *a) {
+    return a->T == 1 && a->d % 8 == 0 && a->d <= DEC_DMAX && a->H / a->Hkv <= DEC_GMAX;
+}
+static size_t dec_nch(size_t n) { return (n + DEC_CHUNK - 1) / DEC_CHUNK; }
+static size_t dec_ws_floats(int H, int d, size_t n) { return (size_t)H * (n + 8) + (size_t)H * dec_nch(n) * (size_t)(d + 2); }
+
+/* nt (<= DEC_TILE) rows of d values at row k of a KV head -> fp32; returns the rows
+ * (the cache itself when it is fp32). */
+static inline const float *dec_rows(const void *C, bool f16, int d, int k, int nt, float *tile) {
+    if (!f16) return (const float *)C + (size_t)k * d;
+    const uint16_t *src = (const uint16_t *)C + (size_t)k * d;
+    for (int i = 0; i < nt * d; i += 8)
+        _mm256_store_ps(tile + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    return tile;
+}
+
+/* One unit: keys k0 .. k1-1 of one KV head (K, V at that head), its grp query heads q
+ * (grp, d) consecutive; p[g] the head's score row, part[g] its (m, l, o[d]). */
+static inline __attribute__((always_inline)) void dec_unit(const float *q, const void *K, const void *V, bool f16,
+                                                           int d, int grp, int k0, int k1, float scale,
+                                                           float *const *p, float *const *part) {
+    float tile[DEC_TILE * DEC_DMAX] __attribute__((aligned(32)));
+    const __m256 vsc = _mm256_set1_ps(scale);
+    /* scores s = q.K / sqrt(d) */
+    for (int kt = k0; kt < k1; kt += DEC_TILE) {
+        const int nt = k1 - kt < DEC_TILE ? k1 - kt : DEC_TILE;
+        const float *Kt = dec_rows(K, f16, d, kt, nt, tile);
+        for (int g = 0; g < grp; g++) {
+            const float *qv = q + (size_t)g * d;
+            float *pg = p[g] + kt;
+            int j = 0;
+            for (; j + 8 <= nt; j += 8) {
+                const float *kr = Kt + (size_t)j * d;
+                __m256 c[8];
+                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) c[r] = _mm256_setzero_ps();
+                for (int i = 0; i < d; i += 8) {
+                    __m256 qi = _mm256_loadu_ps(qv + i);
+                    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) c[r] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(kr + (size_t)r * d + i), c[r]);
+                }
+                __m256 t0 = _mm256_hadd_ps(c[0], c[1]), t1 = _mm256_hadd_ps(c[2], c[3]);
+                __m256 t2 = _mm256_hadd_ps(c[4], c[5]), t3 = _mm256_hadd_ps(c[6], c[7]);
+                __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+                __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+                _mm256_storeu_ps(pg + j, _mm256_mul_ps(sv, vsc));
+            }
+            for (; j < nt; j++) {
+                __m256 acc = _mm256_setzero_ps();
+                for (int i = 0; i < d; i += 8)
+                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + i), _mm256_loadu_ps(Kt + (size_t)j * d + i), acc);
+                pg[j] = hsum8(acc) * scale;
+            }
+        }
+    }
+    /* per head: m, e = exp(s - m) in place, l = sum e; o = 0 */
+    for (int g = 0; g < grp; g++) {
+        float *pg = p[g];
+        __m256 vm = _mm256_set1_ps(-INFINITY);
+        int k = k0;
+        for (; k + 8 <= k1; k += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(pg + k));
+        __m128 hm = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+        hm = _mm_max_ps(hm, _mm_movehl_ps(hm, hm));
+        float mx = _mm_cvtss_f32(_mm_max_ss(hm, _mm_movehdup_ps(hm)));
+        for (; k < k1; k++) mx = pg[k] > mx ? pg[k] : mx;
+        __m256 vmx = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
+        k = k0;
+        for (; k + 8 <= k1; k += 8) {
+            __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(pg + k), vmx));
+            _mm256_storeu_ps(pg + k, e);
+            vs = _mm256_add_ps(vs, e);
+        }
+        float l = hsum8(vs);
+        for (; k < k1; k++) { pg[k] = expf(pg[k] - mx); l += pg[k]; }
+        part[g][0] = mx;
+        part[g][1] = l;
+        memset(part[g] + 2, 0, (size_t)d * sizeof(float));
+    }
+    /* o += e[k] V[k], 64 columns (8 registers) at a time */
+    for (int kt = k0; kt < k1; kt += DEC_TILE) {
+        const int nt = k1 - kt < DEC_TILE ? k1 - kt : DEC_TILE;
+        const float *Vt = dec_rows(V, f16, d, kt, nt, tile);
+        for (int g = 0; g < grp; g++) {
+            const float *pg = p[g] + kt;
+            float *o = part[g] + 2;
+            int i0 = 0;
+            for (; i0 + 64 <= d; i0 += 64) {
+                __m256 c[8];
+                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) c[r] = _mm256_loadu_ps(o + i0 + 8 * r);
+                for (int j = 0; j < nt; j++) {
+                    __m256 pk = _mm256_broadcast_ss(pg + j);
+                    const float *vr = Vt + (size_t)j * d + i0;
+                    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) c[r] = _mm256_fmadd_ps(pk, _mm256_loadu_ps(vr + 8 * r), c[r]);
+                }
+                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) _mm256_storeu_ps(o + i0 + 8 * r, c[r]);
+            }
+            for (; i0 < d; i0 += 8) {
+                __m256 c = _mm256_loadu_ps(o + i0);
+                for (int j = 0; j < nt; j++)
+                    c = _mm256_fmadd_ps(_mm256_broadcast_ss(pg + j), _mm256_loadu_ps(Vt + (size_t)j * d + i0), c);
+                _mm256_storeu_ps(o + i0, c);
+            }
+        }
+    }
+}
+
+/* Head h's chunks merged into out (d); colsum / lastrow from the rescaled scores. */
+static void dec_merge(float *o, const float *p, const float *part, size_t nch, int d, int n, const skv_attn_args *a, int h) {
+    const size_t ps = (size_t)d + 2;
+    float M = -INFINITY;
+    for (size_t c = 0; c < nch; c++) M = part[c * ps] > M ? part[c * ps] : M;
+    float L = 0.0f;
+    for (size_t c = 0; c < nch; c++) L += part[c * ps + 1] * expf(part[c * ps] - M);
+    const float inv = 1.0f / L;
+    for (int i = 0; i < d; i++) o[i] = 0.0f;
+    for (size_t c = 0; c < nch; c++) {
+        const __m256 f = _mm256_set1_ps(expf(part[c * ps] - M) * inv);
+        const float *oc = part + c * ps + 2;
+        for (int i = 0; i < d; i += 8)
+            _mm256_storeu_ps(o + i, _mm256_fmadd_ps(f, _mm256_loadu_ps(oc + i), _mm256_loadu_ps(o + i)));
+    }
+    if (!a->colsum && !a->lastrow) return;
+    float *cs = a->colsum ? a->colsum + (size_t)h * a->S_cap : NULL;
+    float *lr = a->lastrow ? a->lastrow + (size_t)h * a->S_cap : NULL;
+    for (size_t c = 0; c < nch; c++) {
+        const float f = expf(part[c * ps] - M) * inv;
+        const int k1 = (int)((c + 1) * DEC_CHUNK < (size_t)n ? (c + 1) * DEC_CHUNK : (size_t)n);
+        for (int k = (int)(c * DEC_CHUNK); k < k1; k++) {
+            const float v = p[k] * f;
+            if (cs) cs[k] += v;
+            if (lr) lr[k] = v;
+        }
+    }
+}
+
+/* The decode units and the merge as two orphaned `omp for` loops (each ends in a barrier);
+ * ws: the shared workspace (dec_ws_floats), the same pointer on every thread. */
+static void dec_tasks(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a, float *ws) {
+    const int H = a->H, Hkv = a->Hkv, d = a->d, grp = H / Hkv, n = a->pos0 + 1;
+    const float scale = 1.0f / sqrtf((float)d);
+    const size_t esz = a->kv_f16 ? 2 : 4, nch = dec_nch((size_t)n), prow = (size_t)n + 8, ps = (size_t)d + 2;
+    float *part = ws + (size_t)H * prow;   /* (H, nch, d + 2) */
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < (int64_t)(Hkv * nch); u++) {
+        const int kvh = (int)(u / (int64_t)nch), c = (int)(u % (int64_t)nch);
+        const size_t kvoff = (size_t)kvh * a->S_cap * d * esz;
+        const void *K = (const uint8_t *)kc + kvoff, *V = (const uint8_t *)vc + kvoff;
+        const int k0 = c * DEC_CHUNK, k1 = k0 + DEC_CHUNK < n ? k0 + DEC_CHUNK : n;
+        float *pr[DEC_GMAX], *pt[DEC_GMAX];
+        for (int g = 0; g < grp; g++) {
+            const int h = kvh * grp + g;
+            pr[g] = ws + (size_t)h * prow;
+            pt[g] = part + ((size_t)h * nch + (size_t)c) * ps;
+        }
+        const float *qg = q + (size_t)kvh * grp * d;
+        if (a->kv_f16) dec_unit(qg, K, V, true, d, grp, k0, k1, scale, pr, pt);
+        else dec_unit(qg, K, V, false, d, grp, k0, k1, scale, pr, pt);
+    }
+    #pragma omp for schedule(static)
+    for (int h = 0; h < H; h++)
+        dec_merge(out + (size_t)h * d, ws + (size_t)h * prow, part + (size_t)h * nch * ps, nch, d, n, a, h);
+}
+
+size_t skv_attention_ws_floats(const skv_attn_args *a, int nth) {
+    const size_t S = (size_t)a->pos0 + (size_t)a->T;
+    const size_t general = (size_t)nth * (S + 8);
+    if (!dec_applies(a)) return general;
+    const size_t dec = dec_ws_floats(a->H, a->d, S);
+    return dec > general ? dec : general;
+}
+
+static void attn_any(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a, float *ws) {
+    if (dec_applies(a)) dec_tasks(out, q, kc, vc, a, ws);
+    else attn_tasks(out, q, kc, vc, a, ws + (size_t)omp_get_thread_num() * ((size_t)a->pos0 + a->T + 8));
+}
+
 void skv_attention(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a) {
-    const size_t S = (size_t)a->pos0 + a->T;
     const int nth = omp_get_max_threads();
-    float *scratch = skv_malloc((size_t)nth * (S + 8) * sizeof(float), "attention scores");
-    if (!scratch) return;
+    float *ws = skv_aligned_alloc(skv_attention_ws_floats(a, nth) * sizeof(float), "attention workspace");
+    if (!ws) return;
     #pragma omp parallel num_threads(nth)
-    attn_tasks(out, q, kc, vc, a, scratch + (size_t)omp_get_thread_num() * (S + 8));
-    free(scratch);
+    attn_any(out, q, kc, vc, a, ws);
+    free(ws);
 }
 
 void skv_attention_team(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a,
-                        float *scratch) {
-    attn_tasks(out, q, kc, vc, a, scratch);
+                        float *ws) {
+    attn_any(out, q, kc, vc, a, ws);
 }

@@ -13,6 +13,7 @@
 #ifndef SKV_ATTENTION_H
 #define SKV_ATTENTION_H
 #include <stdbool.h>
+#include <stddef.h>
 
 typedef struct {
     int T, H, Hkv, d;
@@ -29,10 +30,14 @@ void skv_attention_ref(float *out, const float *q, const void *kc, const void *v
                        const skv_attn_args *a);
 
 /* skv_attention inside an enclosing OpenMP parallel region: every thread of the team calls
- * it with the same arguments except scratch (its own pos0 + T + 8 floats); the (head, row)
- * tasks are shared by an orphaned `omp for` that ends in a barrier. Same results, bit for
- * bit, as skv_attention. */
+ * it with the same arguments, ws included: one workspace shared by the team, of
+ * skv_attention_ws_floats(a, team size) floats, 32-byte aligned. The work is shared by
+ * orphaned `omp for` loops that end in barriers. Same results, bit for bit, as
+ * skv_attention. */
 void skv_attention_team(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a,
-                        float *scratch);
+                        float *ws);
+/* Workspace floats for one call with nth threads; depends on T, H, d and pos0 + T only
+ * (so a size computed with pos0 + T = S_cap serves every call up to that length). */
+size_t skv_attention_ws_floats(const skv_attn_args *a, int nth);
 
 #endif
