@@ -14,7 +14,7 @@ int skv_vec_act_type(int wtype) {
 
 size_t skv_vec_act_bytes(int wtype, int64_t n) {
     switch (skv_vec_act_type(wtype)) {
-    case SKV_Q8_0: return (size_t)(n / QK8_0) * sizeof(skv_q8a);
+    case SKV_Q8_0: return skv_q8a_pairs_offset(n) + (size_t)(n / QK8_0 / 2) * sizeof(skv_q8a_pair);
     case SKV_Q8_K: return (size_t)(n / QK_K) * sizeof(block_q8_K);
     case SKV_F32: return (size_t)n * sizeof(float);
     default: return 0;
@@ -23,7 +23,10 @@ size_t skv_vec_act_bytes(int wtype, int64_t n) {
 
 void skv_vec_quant_act(int wtype, const float *x, void *dst, int64_t n) {
     switch (skv_vec_act_type(wtype)) {
-    case SKV_Q8_0: skv_quant_q8a(x, dst, n); break;
+    case SKV_Q8_0:
+        skv_quant_q8a(x, dst, n);
+        skv_q8a_regroup(dst, n, (skv_q8a_pair *)(void *)((uint8_t *)dst + skv_q8a_pairs_offset(n)));
+        break;
     case SKV_Q8_K: skv_quant_q8k(x, dst, n); break;
     case SKV_F32: __builtin_memcpy(dst, x, (size_t)n * sizeof(float)); break;
     default: break;

@@ -19,6 +19,19 @@
  * s = d * sum(qs) (exact for the integer dot: sum_i d*q_i). */
 typedef struct { float d, s; int8_t qs[QK8_0]; } skv_q8a;
 
+/* The 32-wide types' activation row of n values is nb = n/32 skv_q8a blocks followed, at
+ * skv_q8a_pairs_offset(n) (a multiple of 32 bytes), by its nb/2 block pairs regrouped
+ * for the 4-row kernels, built once per matmul by skv_vec_quant_act and read by every
+ * row: for blocks (i, i+1) = (2p, 2p+1)
+ *   ya = (qy_i[0..15], qy_{i+1}[0..15]), yb = (qy_i[16..31], qy_{i+1}[16..31]),
+ *   ds = (d_i, s_i, d_{i+1}, s_{i+1}). 96 bytes, so every pair stays 32-byte aligned. */
+typedef struct { int8_t ya[32], yb[32]; float ds[4], pad[4]; } skv_q8a_pair;
+static inline size_t skv_q8a_pairs_offset(int64_t n) {
+    return ((size_t)(n / QK8_0) * sizeof(skv_q8a) + 31) & ~(size_t)31;
+}
+/* blocks (n/32 of them) -> their pairs (the layout above) */
+void skv_q8a_regroup(const skv_q8a *blocks, int64_t n, skv_q8a_pair *pairs);
+
 /* How the activation is stored for a weight type: SKV_Q8_0 (as skv_q8a), SKV_Q8_K or
  * SKV_F32; -1 if the type has no fast path. */
 int skv_vec_act_type(int wtype);

@@ -135,34 +135,31 @@ float skv_vec_dot_q5_1(int64_t n, const void *w, const void *xa) { DOT32_BODY(bl
  * At one thread the loop is bound by the vector ports (mostly the shuffle ones), not by
  * memory; two things keep it short (together ~13% faster for Q5_0, ~16% for Q4_1; the
  * results are bit-identical, only integer unpacking and loads changed):
- *   - the activation is regrouped once per call into act_pairs (below), not once per row;
+ *   - the activation comes regrouped in pairs (skv_q8a_pair, vecdot.h), built once per
+ *     matmul by skv_vec_quant_act (it was once per 4-row call, before that once per row);
  *   - the Q5 fifth bits come from skv_highbits_pair (vecdot_simd.h), one instruction
  *     per 32 weights cheaper than the cmpeq form. */
 
-/* The activation, regrouped once per 4-row call (per chunk of ACT_PAIRS pairs) and read
- * by the 4 rows: per pair (i, i+1) yab = (ya, yb) as above and ds = (dy_i, s_i,
- * dy_{i+1}, s_{i+1}). Each row then takes its activation with two plain 256-bit loads
- * and one 128-bit load instead of four 128-bit loads + two inserts + a movhpd per pair. */
-#define ACT_PAIRS 128
-typedef struct {
-    __m256i yab[ACT_PAIRS][2];
-    __m128 ds[ACT_PAIRS];
-} act_pairs;
-
-static inline void regroup_act(const skv_q8a *y, int64_t np, act_pairs *a) {
-    for (int64_t p = 0; p < np; p++) {
+/* The pairs part of the activation (vecdot.h): two 256-bit loads, two lane permutes. */
+void skv_q8a_regroup(const skv_q8a *y, int64_t n, skv_q8a_pair *pairs) {
+    for (int64_t p = 0; p < n / QK8_0 / 2; p++) {
         const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[2 * p].qs);
         const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[2 * p + 1].qs);
-        a->yab[p][0] = _mm256_permute2x128_si256(y0, y1, 0x20);
-        a->yab[p][1] = _mm256_permute2x128_si256(y0, y1, 0x31);
-        a->ds[p] = skv_act_pair(y + 2 * p, y + 2 * p + 1);
+        _mm256_storeu_si256((__m256i *)pairs[p].ya, _mm256_permute2x128_si256(y0, y1, 0x20));
+        _mm256_storeu_si256((__m256i *)pairs[p].yb, _mm256_permute2x128_si256(y0, y1, 0x31));
+        _mm_storeu_ps(pairs[p].ds, skv_act_pair(y + 2 * p, y + 2 * p + 1));
+        _mm_storeu_ps(pairs[p].pad, _mm_setzero_ps());
     }
 }
+
+/* Rows longer than ACT_PAIRS pairs are read in chunks of that many pairs, the 4 rows one
+ * after another per chunk, so the chunk's pairs (12 KiB) stay in L1 for the 4 rows. */
+#define ACT_PAIRS 128
 
 /* One row's pair loop over np pairs: acc (8 lanes) += dw*dy*sum(q*qy), accc (lanes 1, 3)
  * += offset terms; acc/accc carry on from the previous chunk. */
 static inline __attribute__((always_inline)) void row32(int kind, size_t bsz, int64_t np, const uint8_t *w,
-                                                        const act_pairs *a, __m256 *accp, __m128 *acccp) {
+                                                        const skv_q8a_pair *a, __m256 *accp, __m128 *acccp) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     const __m256i dup02 = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
     const int q5 = kind >= 2, hasm = kind == 1 || kind == 3;
@@ -179,11 +176,12 @@ static inline __attribute__((always_inline)) void row32(int kind, size_t bsz, in
             lo = _mm256_or_si256(lo, hl);
             hi = _mm256_or_si256(hi, hh);
         }
-        __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a->yab[p][0]), _mm256_maddubs_epi16(hi, a->yab[p][1]));
+        __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)a[p].ya)),
+                                       _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)a[p].yb)));
         __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
         __m128 sc = skv_half2_pair(b0, b1);
         if (!hasm) sc = _mm_moveldup_ps(sc);
-        __m128 f = _mm_mul_ps(sc, a->ds[p]);   /* (dw0*dy0, c0, dw1*dy1, c1) */
+        __m128 f = _mm_mul_ps(sc, _mm_loadu_ps(a[p].ds));   /* (dw0*dy0, c0, dw1*dy1, c1) */
         accc = _mm_add_ps(accc, f);
         acc = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), dup02), pf, acc);
     }
@@ -201,17 +199,17 @@ static inline __attribute__((always_inline)) void dot4_32(int kind, size_t bsz, 
     const int q5 = kind >= 2, hasm = kind == 1 || kind == 3;
     const size_t qoff = q5 ? (hasm ? 8 : 6) : (hasm ? 4 : 2);
     const int64_t nb = n / 32, npair = nb / 2;
-    act_pairs a;
+    const skv_q8a_pair *pairs = (const skv_q8a_pair *)(const void *)((const uint8_t *)y + skv_q8a_pairs_offset(n));
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     __m128 c0 = _mm_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
     for (int64_t p0 = 0; p0 < npair; p0 += ACT_PAIRS) {
         const int64_t np = npair - p0 < ACT_PAIRS ? npair - p0 : ACT_PAIRS;
         const uint8_t *wp = w + (size_t)(2 * p0) * bsz;
-        regroup_act(y + 2 * p0, np, &a);
-        row32(kind, bsz, np, wp, &a, &a0, &c0);
-        row32(kind, bsz, np, wp + stride, &a, &a1, &c1);
-        row32(kind, bsz, np, wp + 2 * stride, &a, &a2, &c2);
-        row32(kind, bsz, np, wp + 3 * stride, &a, &a3, &c3);
+        const skv_q8a_pair *a = pairs + p0;
+        row32(kind, bsz, np, wp, a, &a0, &c0);
+        row32(kind, bsz, np, wp + stride, a, &a1, &c1);
+        row32(kind, bsz, np, wp + 2 * stride, a, &a2, &c2);
+        row32(kind, bsz, np, wp + 3 * stride, a, &a3, &c3);
     }
     /* rows' sums: s = (s0, s1, s2, s3), offsets c = lanes 1 + 3 of each c */
     __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
