@@ -27,6 +27,7 @@ skv_model *skv_model_load(const char *path) {
 
 void skv_model_free(skv_model *m) {
     if (!m) return;
+    skv_model_unpack(m);
     if (m->tok) skv_tokenizer_free(m->tok);
     if (m->gguf) gguf_close((gguf_file *)m->gguf);
     if (m->hf) skv_hf_free(m->hf);
@@ -216,6 +217,8 @@ skv_model *skv_model_load_gguf(const char *path) {
         }
     }
     free(arch);
+    const char *pk = getenv("SKV_PACK");
+    if (!(pk && !strcmp(pk, "0")) && skv_model_pack(m) != 0) skv_clear_error();   /* not fatal */
     return m;
 fail:
     free(arch);

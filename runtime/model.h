@@ -36,6 +36,8 @@ typedef struct {
     int type;          /* skv_type */
     int64_t rows, cols;
     const void *data;  /* rows * skv_row_bytes(type, cols) bytes */
+    const void *pack;  /* NULL, or a copy of data with the blocks regrouped in pairs for the
+                          decode GEMV (kernels/cpu/vecdot_pack.c), owned by the model */
 } skv_weight;
 
 typedef struct {
@@ -62,6 +64,7 @@ typedef struct skv_model {
     void *gguf;                /* gguf_file* */
     void *hf;                  /* hf model storage (safetensors maps, converted buffers) */
     size_t weight_bytes;       /* bytes of all weights as stored */
+    size_t pack_bytes;         /* bytes of the pair-packed decode copies (runtime/model_pack.c) */
 } skv_model;
 
 /* Load a GGUF file or a Hugging Face directory (config.json + *.safetensors).
@@ -73,6 +76,15 @@ skv_model *skv_model_load_hf(const char *dir);
 void skv_model_free(skv_model *m);
 /* Release the storage behind m->hf (written by the Hugging Face loader, runtime/model_hf.c). */
 void skv_hf_free(void *hf);
+
+/* The decode copies (runtime/model_pack.c): skv_model_load_gguf makes them for every layer
+ * matrix and the LM head of a 32-wide nibble type (Q4_0/Q4_1/Q5_0/Q5_1, columns a multiple
+ * of 64) unless the environment has SKV_PACK=0. They hold the same bytes as the stored
+ * matrices, so they cost that much memory again, and make the decode GEMV faster with
+ * bit-identical results. skv_model_pack returns 0, or -1 + error (out of memory: then no
+ * copy is kept and the model runs on the stored blocks). */
+int skv_model_pack(skv_model *m);
+void skv_model_unpack(skv_model *m);
 
 /* Bytes of K+V per token for the whole model at the given cache element size. */
 size_t skv_model_kv_bytes_per_token(const skv_model *m, size_t elem_bytes);

@@ -272,6 +272,41 @@ static void test_prefill_equals_decode(void **st) {
     release(m);
 }
 
+/* The pair-packed decode copies (runtime/model_pack.c) change nothing: 24 decode steps
+ * give the same logits, bit for bit, with and without them (Q4_1 layers of SmolLM2). */
+static void test_packed_decode_identical(void **st) {
+    (void)st;
+    skv_model *m = smol();
+    if (!m) { skip(); return; }
+    golden g;
+    assert_int_equal(read_golden("tests/golden/smollm2_logits.txt", &g), 0);
+    if (m->pack_bytes == 0) assert_int_equal(skv_model_pack(m), 0);
+    assert_true(m->pack_bytes > 0);
+    assert_non_null(m->layers[0].w_gate.pack);
+    const int V = m->cfg.vocab, N = 24;
+    float *a = malloc((size_t)N * V * sizeof(float));
+    assert_non_null(a);
+    skv_state *s = skv_state_new(m, NPOS, 8, true);
+    assert_non_null(s);
+    for (int pass = 0; pass < 2; pass++) {
+        skv_state_reset(s);
+        for (int p = 0; p < N; p++) {
+            skv_fwd_opts o = {.logits = SKV_LOGITS_LAST};
+            assert_int_equal(skv_forward(s, &g.ids[p], 1, &o), 0);
+            if (pass == 0) memcpy(a + (size_t)p * V, s->logits, (size_t)V * sizeof(float));
+            else assert_memory_equal(a + (size_t)p * V, s->logits, (size_t)V * sizeof(float));
+        }
+        if (pass == 0) {
+            skv_model_unpack(m);
+            assert_null(m->layers[0].w_gate.pack);
+            assert_int_equal(m->pack_bytes, 0);
+        }
+    }
+    assert_int_equal(skv_model_pack(m), 0);   /* the shared model as the other tests expect it */
+    skv_state_free(s);
+    free(a);
+}
+
 /* Mixed block sizes give the same logits as a single block (cache offsets right). */
 static void test_chunked_prefill(void **st) {
     (void)st;
@@ -480,6 +515,7 @@ int main(void) {
         T_(test_golden_smollm2_f16),
         T_(test_rope_mode_mixup_detected),
         T_(test_prefill_equals_decode),
+        T_(test_packed_decode_identical),
         T_(test_chunked_prefill),
         T_(test_scores_and_early_stop),
         T_(test_perplexity),

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 #include "../kernels/cpu/matmul.h"
 #include "../kernels/cpu/vecdot.h"
+#include "../runtime/util.h"
 
 static uint64_t rng = 88172645463325252ULL;
 static float frand(void) {           /* uniform in [-1, 1) */
@@ -171,6 +172,43 @@ static void test_weight_row_and_ref_switch(void **state) {
 }
 
 /* Prints the measured decode-path (Q8 activation) error per type. */
+/* The pair-packed copy (vecdot_pack.c): its 4-row kernel gives the stored rows' 4-row
+ * results bit for bit (rows of 1, 14 and 130 block pairs: 130 > the kernels' 128-pair
+ * chunk), and skv_matmul with W.pack set gives the same bits as without. */
+static void test_packed_rows(void **state) {
+    (void)state;
+    const int ptypes[] = {SKV_Q4_0, SKV_Q4_1, SKV_Q5_0, SKV_Q5_1};
+    const int64_t colss[] = {64, 896, 8320};
+    for (int ti = 0; ti < 4; ti++)
+        for (int ci = 0; ci < 3; ci++) {
+            const int type = ptypes[ti];
+            const int64_t cols = colss[ci], rows = 12;
+            assert_true(skv_pack_supported(type, cols));
+            skv_weight W = make_weight(type, rows, cols);
+            const size_t rb = skv_row_bytes(type, cols);
+            uint8_t *pk = malloc(rb * rows);
+            skv_pack_rows(type, W.data, pk, rows, cols);
+            float *x = malloc(sizeof(float) * cols), y0[12], y1[12];
+            for (int64_t i = 0; i < cols; i++) x[i] = frand();
+            uint8_t *act = skv_aligned_alloc(skv_vec_act_bytes(type, cols), "test");
+            skv_vec_quant_act(type, x, act, cols);
+            skv_vec_dot4_fn d4 = skv_vec_dot4_for(type), d4p = skv_vec_dot4_packed_for(type);
+            for (int r = 0; r < rows; r += 4) {
+                d4(cols, (const uint8_t *)W.data + r * rb, rb, act, y0 + r);
+                d4p(cols, pk + r * rb, rb, act, y1 + r);
+            }
+            if (memcmp(y0, y1, sizeof y0)) fail_msg("packed dot4 differs: type %d cols %lld", type, (long long)cols);
+            skv_matmul(y0, x, &W, 1);
+            W.pack = pk;
+            skv_matmul(y1, x, &W, 1);
+            assert_memory_equal(y0, y1, sizeof y0);
+            free(act); free(x); free(pk); free((void *)W.data);
+        }
+    assert_false(skv_pack_supported(SKV_Q8_0, 64));
+    assert_false(skv_pack_supported(SKV_Q4_0, 96));   /* odd number of blocks */
+    assert_null(skv_vec_dot4_packed_for(SKV_Q4_K));
+}
+
 static void test_report(void **state) {
     (void)state;
     for (int ti = 0; ti < NTYPES; ti++)
@@ -183,6 +221,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_all_types),
         cmocka_unit_test(test_matmul_odd_shapes),
         cmocka_unit_test(test_weight_row_and_ref_switch),
+        cmocka_unit_test(test_packed_rows),
         cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

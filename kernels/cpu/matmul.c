@@ -7,6 +7,8 @@
  *       the work is under GEMV_PAR_BYTES); at T = 1 the 32-wide types, Q4_K and Q6_K use the
  *       4-row kernels (skv_vec_dot4_for), the rest the 1-row dots; at T > 1 each weight row is unpacked once
  *       for up to 4 activation rows (skv_vec_dotn_for), bit-identical to the T = 1 results.
+ *       A matrix with a pair-packed copy (W->pack, runtime/model_pack.c) runs its T = 1 4-row
+ *       groups on that copy (skv_vec_dot4_packed_for), bit-identical to the stored rows.
  *   skv_matmul_multi: several matrices over the same x (q/k/v, gate/up) share one
  *       quantised copy of x and one parallel region (fewer fork/joins per token).
  *   skv_gemv_team: the same T = 1 GEMV called by every thread of an enclosing parallel
@@ -111,6 +113,7 @@ typedef struct {
     size_t ab, rb;
     skv_vec_dot_fn dot;
     skv_vec_dot4_fn dot4;
+    skv_vec_dot4_fn dot4p;   /* over W->pack (T = 1), when the matrix has that copy */
     skv_vec_dotn_fn dotn;
     int64_t c0;   /* first global chunk index of this matrix (set by gemv_run) */
 } gemv_job;
@@ -143,7 +146,14 @@ static void gemv_rows(const gemv_job *j, int64_t r, int64_t r1, int T) {
         const uint8_t *xa = j->act + (size_t)t * j->ab;
         float *yt = j->y + (size_t)t * rows;
         int64_t rr = r;
-        if (j->dot4) {
+        if (T == 1 && j->dot4p) {   /* the packed copy: same bits as dot4 on the stored rows */
+            const uint8_t *pk = j->W->pack;
+            float o[4];
+            for (; rr + 4 <= r1; rr += 4) {
+                j->dot4p(cols, pk + (size_t)rr * j->rb, j->rb, xa, o);
+                memcpy(yt + rr, o, sizeof o);
+            }
+        } else if (j->dot4) {
             float o[4];
             for (; rr + 4 <= r1; rr += 4) {
                 j->dot4(cols, base + (size_t)rr * j->rb, j->rb, xa, o);
@@ -235,7 +245,8 @@ static int gemv_multi(float *const *ys, const skv_weight *const *Ws, int n, cons
         }
         jobs[i] = (gemv_job){.y = ys[i], .W = Ws[i], .act = act + off[k], .ab = ab,
                              .rb = skv_row_bytes(Ws[i]->type, cols), .dot = skv_vec_dot_for(Ws[i]->type),
-                             .dot4 = skv_vec_dot4_for(Ws[i]->type), .dotn = skv_vec_dotn_for(Ws[i]->type)};
+                             .dot4 = skv_vec_dot4_for(Ws[i]->type), .dotn = skv_vec_dotn_for(Ws[i]->type),
+                             .dot4p = Ws[i]->pack ? skv_vec_dot4_packed_for(Ws[i]->type) : NULL};
     }
     gemv_run(jobs, n, T);
     free(act);
@@ -283,7 +294,8 @@ void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const f
         }
         jobs[i] = (gemv_job){.y = ys[i], .W = Ws[i], .act = act + off[k], .ab = ab,
                              .rb = skv_row_bytes(Ws[i]->type, cols), .dot = skv_vec_dot_for(Ws[i]->type),
-                             .dot4 = skv_vec_dot4_for(Ws[i]->type), .dotn = skv_vec_dotn_for(Ws[i]->type)};
+                             .dot4 = skv_vec_dot4_for(Ws[i]->type), .dotn = skv_vec_dotn_for(Ws[i]->type),
+                             .dot4p = Ws[i]->pack ? skv_vec_dot4_packed_for(Ws[i]->type) : NULL};
     }
     /* the chunking of gemv_run (results do not depend on it) */
     int64_t chunk;

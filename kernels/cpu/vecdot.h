@@ -61,6 +61,15 @@ typedef void (*skv_vec_dotn_fn)(int64_t n, const void *w, const void *xa, size_t
 /* NULL if the type has no multi-activation kernel (the float types). */
 skv_vec_dotn_fn skv_vec_dotn_for(int wtype);
 
+/* The pair-packed decode copy of the 32-wide nibble types (vecdot_pack.c): same bytes
+ * per row as the stored blocks, rows regrouped block pair by block pair. */
+int skv_pack_supported(int type, int64_t cols);   /* Q4_0/Q4_1/Q5_0/Q5_1 with cols % 64 == 0 */
+/* rows x cols weights (stored blocks) -> the packed layout, rows * skv_row_bytes bytes */
+void skv_pack_rows(int type, const void *src, void *dst, int64_t rows, int64_t cols);
+/* 4-row kernel over packed rows; bit-identical to skv_vec_dot4_for(type) on the stored
+ * rows. NULL for other types. */
+skv_vec_dot4_fn skv_vec_dot4_packed_for(int type);
+
 /* Activation quantisers (AVX2). */
 void skv_quant_q8a(const float *x, skv_q8a *dst, int64_t n);
 void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n);

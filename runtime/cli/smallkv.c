@@ -90,6 +90,9 @@ int cmd_info(int argc, char **argv) {
     }
     human(total, b1, sizeof b1);
     printf("total weights   %zu bytes (%s)\n", total, b1);
+    human(m->pack_bytes, b1, sizeof b1);
+    printf("decode copies   %zu bytes (%s)%s\n", m->pack_bytes, b1,
+           m->pack_bytes ? ": Q4/Q5 matrices regrouped in block pairs for decode (SKV_PACK=0: none)" : "");
     size_t k16 = skv_model_kv_bytes_per_token(m, 2), k32 = skv_model_kv_bytes_per_token(m, 4);
     human(k16, b1, sizeof b1);
     human(k32, b2, sizeof b2);
