@@ -211,8 +211,8 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
  * chunks in order (flash-decoding): M = max m_c, L = sum_c l_c e^(m_c - M),
  * out = sum_c o_c e^(m_c - M) / L, and rescales the stored values to the probabilities for
  * colsum / lastrow. The chunking depends on the number of keys only, so the results are
- * the same for any thread count. Workspace (floats): H score rows of n + 8, then H * nch
- * partials of d + 2 (m, l, o). */
+ * the same for any thread count. Workspace (floats): H score rows of dec_prow(n), then
+ * H * nch partials of dec_ps(d) (m, l, o[d], padding). */
 #define DEC_CHUNK 128
 #define DEC_TILE 16
 #define DEC_DMAX 256
@@ -222,7 +222,12 @@ static bool dec_applies(const skv_attn_args *a) {
     return a->T == 1 && a->d % 8 == 0 && a->d <= DEC_DMAX && a->H / a->Hkv <= DEC_GMAX;
 }
 static size_t dec_nch(size_t n) { return (n + DEC_CHUNK - 1) / DEC_CHUNK; }
-static size_t dec_ws_floats(int H, int d, size_t n) { return (size_t)H * (n + 8) + (size_t)H * dec_nch(n) * (size_t)(d + 2); }
+/* strides padded to 16 floats (a cache line): units on different threads never write to
+ * one line (on this VM a line moving between the two cores cost up to 15 % of a SmolLM2
+ * decode step at 2048 tokens) */
+static size_t dec_prow(size_t n) { return (n + 8 + 15) & ~(size_t)15; }
+static size_t dec_ps(int d) { return ((size_t)d + 2 + 15) & ~(size_t)15; }
+static size_t dec_ws_floats(int H, int d, size_t n) { return (size_t)H * dec_prow(n) + (size_t)H * dec_nch(n) * dec_ps(d); }
 
 /* nt (<= DEC_TILE) rows of d values at row k of a KV head -> fp32; returns the rows
  * (the cache itself when it is fp32). */
@@ -324,7 +329,7 @@ static inline __attribute__((always_inline)) void dec_unit(const float *q, const
 
 /* Head h's chunks merged into out (d); colsum / lastrow from the rescaled scores. */
 static void dec_merge(float *o, const float *p, const float *part, size_t nch, int d, int n, const skv_attn_args *a, int h) {
-    const size_t ps = (size_t)d + 2;
+    const size_t ps = dec_ps(d);
     float M = -INFINITY;
     for (size_t c = 0; c < nch; c++) M = part[c * ps] > M ? part[c * ps] : M;
     float L = 0.0f;
@@ -352,13 +357,16 @@ static void dec_merge(float *o, const float *p, const float *part, size_t nch, i
 }
 
 /* The decode units and the merge as two orphaned `omp for` loops (each ends in a barrier);
- * ws: the shared workspace (dec_ws_floats), the same pointer on every thread. */
+ * ws: the shared workspace (dec_ws_floats), 64-byte aligned, the same pointer on every
+ * thread. Both loops are static: a thread gets a contiguous run of units (KV head major)
+ * and then merges the heads of mostly those KV heads, so the partials it merges are
+ * mostly its own (no line transfers between cores). */
 static void dec_tasks(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a, float *ws) {
     const int H = a->H, Hkv = a->Hkv, d = a->d, grp = H / Hkv, n = a->pos0 + 1;
     const float scale = 1.0f / sqrtf((float)d);
-    const size_t esz = a->kv_f16 ? 2 : 4, nch = dec_nch((size_t)n), prow = (size_t)n + 8, ps = (size_t)d + 2;
-    float *part = ws + (size_t)H * prow;   /* (H, nch, d + 2) */
-    #pragma omp for schedule(dynamic, 1)
+    const size_t esz = a->kv_f16 ? 2 : 4, nch = dec_nch((size_t)n), prow = dec_prow((size_t)n), ps = dec_ps(d);
+    float *part = ws + (size_t)H * prow;   /* (H, nch, ps) */
+    #pragma omp for schedule(static)
     for (int64_t u = 0; u < (int64_t)(Hkv * nch); u++) {
         const int kvh = (int)(u / (int64_t)nch), c = (int)(u % (int64_t)nch);
         const size_t kvoff = (size_t)kvh * a->S_cap * d * esz;
