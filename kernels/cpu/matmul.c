@@ -97,9 +97,11 @@ void skv_weight_row(const skv_weight *W, int64_t row, float *out) {
 
 /* ---------------- decode GEMV ---------------- */
 
-/* Rows per OpenMP work item: a multiple of 4 (the 4-row kernels), big enough that the
- * hardware prefetcher streams each item, small enough that a thread which loses its core
- * on a shared machine does not hold up the others for long. */
+/* Rows per work item: a multiple of 4 (the 4-row kernels), big enough that the hardware
+ * prefetcher streams each item. Items are handed out statically, each thread a contiguous
+ * run of them: the dynamic hand-out (one shared counter bumped per item, its cache line
+ * moving between the cores every time) made whole-model decode 15-45 % slower on the
+ * 2-core development VM (SmolLM2 155-161 -> 217-233 tok/s when it went). */
 #define GEMV_CHUNK 64
 /* Below this many weight bytes (all matrices of one call together) the GEMV runs on one
  * thread: the fork/join costs more than the work. */
@@ -166,7 +168,7 @@ static void gemv_rows(const gemv_job *j, int64_t r, int64_t r1, int T) {
 
 /* All jobs' rows in one parallel region: chunks of `chunk` rows (GEMV_CHUNK, halved down to
  * 16 while there are fewer than 8 chunks per thread, so that e.g. 576 rows still balance
- * over 2 threads), numbered across the matrices in order, handed out dynamically. Chunks
+ * over 2 threads), numbered across the matrices in order, handed out statically. Chunks
  * are multiples of 4 rows, so the 4-row groups (and hence the results) do not depend on it. */
 /* Split the jobs' rows into chunks for nth threads: sets each job's first chunk index c0
  * and *chunk (rows per chunk, at least 8 chunks per thread while chunks stay >= 16 rows);
@@ -191,7 +193,7 @@ static void gemv_run(gemv_job *jobs, int nj, int T) {
     int64_t chunk;
     const int64_t chunks = plan_chunks(jobs, nj, nth, &chunk);
     const int par = nth > 1 && bytes * (size_t)(T < 4 ? T : 4) >= GEMV_PAR_BYTES && chunks > 1;
-    #pragma omp parallel for schedule(dynamic, 1) if (par)
+    #pragma omp parallel for schedule(static) if (par)
     for (int64_t c = 0; c < chunks; c++) {
         int i = nj - 1;
         while (i > 0 && jobs[i].c0 > c) i--;
@@ -300,7 +302,7 @@ void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const f
     /* the chunking of gemv_run (results do not depend on it) */
     int64_t chunk;
     const int64_t chunks = plan_chunks(jobs, n, omp_get_num_threads(), &chunk);
-    #pragma omp for schedule(dynamic, 1)
+    #pragma omp for schedule(static)
     for (int64_t c = 0; c < chunks; c++) {
         int i = n - 1;
         while (i > 0 && jobs[i].c0 > c) i--;
