@@ -38,10 +38,13 @@ static void fast_vs_ref(bool f16, int d) {
     for (int i = 0; i < g * d; i++) q[i] = 2 * frand();
     for (int i = 0; i < g * nm; i++) pm[i] = fabsf(frand()) * 0.05f;
     for (int i = 0; i < g; i++) w[i] = 0.3f + 0.2f * i;
-    for (int mode = 0; mode < 3; mode++) {
+    int mult[37];   /* merged slots (EMS) on the second pass: every fifth slot stands for 3 tokens */
+    for (int i = 0; i < n; i++) mult[i] = i % 5 == 0 ? 3 : 1;
+    for (int mode = 0; mode < 6; mode++) {
         memset(acc1, 0, sizeof acc1); memset(acc2, 0, sizeof acc2);
         skv_comp_args a = {.g = g, .d = d, .n_hot = n, .n_marg = nm, .f16 = f16, .k = k, .v = v, .vm = vm,
-                           .pm = pm, .w = w, .combine = (skv_combine)mode, .slot_acc = acc1, .head_p = hp1, .scratch = scr};
+                           .pm = pm, .w = w, .combine = (skv_combine)(mode % 3), .slot_acc = acc1, .head_p = hp1,
+                           .scratch = scr, .mult = mode >= 3 ? mult : NULL};
         skv_compensate_ref(out1, q, &a);
         a.slot_acc = acc2; a.head_p = hp2;
         skv_compensate(out2, q, &a);

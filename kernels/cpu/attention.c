@@ -11,6 +11,7 @@
  * _mm256_cvtph_ps); exp is a vectorised Cephes-style polynomial (relative error ~2e-7). skv_attention_ref is the plain scalar
  * version with expf. */
 #include "attention.h"
+#include "simd_exp.h"
 #include "../../runtime/util.h"
 #include <immintrin.h>
 #include <math.h>
@@ -62,24 +63,6 @@ void skv_attention_ref(float *out, const float *q, const void *kc, const void *v
 }
 
 /* ---------------- fast path ---------------- */
-
-/* exp(x) for 8 floats, x <= 0 typical; Cephes expf polynomial on x - n ln2. */
-static inline __m256 exp8(__m256 x) {
-    x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f)), _mm256_set1_ps(-87.3365f));
-    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500E-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
 
 static inline __m256 load8(const void *c, bool f16, size_t i) {
     return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)c + i)))
@@ -135,7 +118,7 @@ static inline __attribute__((always_inline)) void attn_row(float *o, const float
     /* exp and sum */
     __m256 vmx = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
     for (k = 0; k + 8 <= n; k += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p + k), vmx));
+        __m256 e = skv_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + k), vmx));
         _mm256_storeu_ps(p + k, e);
         vs = _mm256_add_ps(vs, e);
     }
@@ -289,7 +272,7 @@ static inline __attribute__((always_inline)) void dec_unit(const float *q, const
         __m256 vmx = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
         k = k0;
         for (; k + 8 <= k1; k += 8) {
-            __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(pg + k), vmx));
+            __m256 e = skv_exp8(_mm256_sub_ps(_mm256_loadu_ps(pg + k), vmx));
             _mm256_storeu_ps(pg + k, e);
             vs = _mm256_add_ps(vs, e);
         }

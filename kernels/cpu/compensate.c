@@ -1,7 +1,9 @@
 /* compensate.c: attention over the hot tier + marginal compensation (see compensate.h).
- * skv_compensate_ref is the plain scalar definition; skv_compensate does the dots and the
- * V sums with AVX2 (fp16 rows converted with F16C) and is tested against it. */
+ * skv_compensate_ref is the plain scalar definition; skv_compensate does the dots (8 slots
+ * per step, transpose-added), the softmax (polynomial exp, simd_exp.h) and the V sums with
+ * AVX2 (fp16 rows converted with F16C) and is tested against it. */
 #include "compensate.h"
+#include "simd_exp.h"
 #include "../../runtime/util.h"
 #include <immintrin.h>
 #include <math.h>
@@ -76,6 +78,52 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* p[s] = q . K[s] * scale for the slots s < n rounded down to 8, 8 at a time (d % 8 == 0):
+ * 8 accumulators over d, reduced by a transpose-add. Returns the number of slots done. */
+static int scores8(float *p, const float *q, const void *K, bool f16, int d, int n, float scale) {
+    const __m256 vsc = _mm256_set1_ps(scale);
+    int s = 0;
+    for (; s + 8 <= n; s += 8) {
+        __m256 c[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) c[j] = _mm256_setzero_ps();
+        for (int i = 0; i < d; i += 8) {
+            const __m256 qi = _mm256_loadu_ps(q + i);
+            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+                c[j] = _mm256_fmadd_ps(qi, load8(K, f16, (size_t)(s + j) * d + i), c[j]);
+        }
+        __m256 t0 = _mm256_hadd_ps(c[0], c[1]), t1 = _mm256_hadd_ps(c[2], c[3]);
+        __m256 t2 = _mm256_hadd_ps(c[4], c[5]), t3 = _mm256_hadd_ps(c[6], c[7]);
+        __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+        __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+        _mm256_storeu_ps(p + s, _mm256_mul_ps(sv, vsc));
+    }
+    return s;
+}
+
+/* p (n) <- softmax(p), 8 at a time with the polynomial exp (simd_exp.h) */
+static void softmax_row(float *p, int n) {
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    int s = 0;
+    for (; s + 8 <= n; s += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(p + s));
+    __m128 hm = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+    hm = _mm_max_ps(hm, _mm_movehl_ps(hm, hm));
+    float mx = _mm_cvtss_f32(_mm_max_ss(hm, _mm_movehdup_ps(hm)));
+    for (; s < n; s++) mx = p[s] > mx ? p[s] : mx;
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 vs = _mm256_setzero_ps();
+    for (s = 0; s + 8 <= n; s += 8) {
+        const __m256 e = skv_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + s), vmx));
+        _mm256_storeu_ps(p + s, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    float sum = hsum(vs);
+    for (; s < n; s++) { p[s] = expf(p[s] - mx); sum += p[s]; }
+    const float inv = 1.0f / sum;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    for (s = 0; s + 8 <= n; s += 8) _mm256_storeu_ps(p + s, _mm256_mul_ps(_mm256_loadu_ps(p + s), vinv));
+    for (; s < n; s++) p[s] *= inv;
+}
+
 /* o (d) = sum_s w[s] * X[s] over n rows of X (n, d) */
 static void wsum_rows(float *o, const float *w, const void *X, bool f16, int n, int d) {
     const int d8 = d & ~7;
@@ -114,21 +162,20 @@ void skv_compensate(float *out, const float *q, const skv_comp_args *a) {
         const float *qh = q + (size_t)h * d;
         float oc[d > 0 ? d : 1], om[d > 0 ? d : 1];
         if (n > 0) {
-            float mx = -INFINITY;
-            for (int s = 0; s < n; s++) {
+            int s = 0;
+            if (d8 == d) s = scores8(p, qh, a->k, a->f16, d, n, scale);   /* 8 slots at a time */
+            for (; s < n; s++) {
                 const size_t r = (size_t)s * d;
                 __m256 acc = _mm256_setzero_ps();
                 for (int i = 0; i < d8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + i), load8(a->k, a->f16, r + i), acc);
                 float dot = hsum(acc);
                 for (int i = d8; i < d; i++) dot += qh[i] * elem(a->k, a->f16, r + i);
                 p[s] = dot * scale;
-                if (a->mult && a->mult[s] != 1) p[s] += logf((float)a->mult[s]);
-                mx = p[s] > mx ? p[s] : mx;
             }
-            float sum = 0;
-            for (int s = 0; s < n; s++) { p[s] = expf(p[s] - mx); sum += p[s]; }
-            const float inv = 1.0f / sum;
-            for (int s = 0; s < n; s++) p[s] *= inv;
+            if (a->mult)
+                for (s = 0; s < n; s++)
+                    if (a->mult[s] != 1) p[s] += logf((float)a->mult[s]);
+            softmax_row(p, n);
             wsum_rows(oc, p, a->v, a->f16, n, d);
             if (a->slot_acc) for (int s = 0; s < n; s++) a->slot_acc[s] += p[s];
             if (a->head_p) memcpy(a->head_p + (size_t)h * n, p, (size_t)n * sizeof(float));
