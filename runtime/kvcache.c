@@ -60,7 +60,44 @@ void skv_kvcache_free(skv_kvcache *c) {
     free(c->hk); free(c->hv); free(c->hm); free(c->pos_kv); free(c->pos_v); free(c->mult); free(c->ck); free(c->cv);
     free(c->off_kv); free(c->off_v); free(c->cap_kv); free(c->cap_v); free(c->n_kv); free(c->n_v);
     free(c->mark);
+    skv_kvlog_disable(c);
     free(c);
+}
+
+/* ---------------------------------------------------------------- slot-write log */
+
+int skv_kvlog_enable(skv_kvcache *c) {
+    if (c->log) { c->log->n = 0; c->log->lost = true; return 0; }
+    c->log = skv_calloc(1, sizeof *c->log, "kv cache log");
+    if (!c->log) return -1;
+    c->log->lost = true;
+    return 0;
+}
+
+void skv_kvlog_disable(skv_kvcache *c) {
+    if (!c->log) return;
+    free(c->log->ops);
+    free(c->log);
+    c->log = NULL;
+}
+
+static void log_op(skv_kvcache *c, int layer, int kind, int slot) {
+    skv_kvlog *g = c->log;
+    if (!g || g->lost) return;   /* lost: everything is taken anyway */
+    if (g->n == g->cap) {
+        int cap = g->cap ? g->cap * 2 : 1024;
+        skv_kvop *o = cap > g->cap ? realloc(g->ops, (size_t)cap * sizeof *o) : NULL;
+        if (!o) { g->lost = true; return; }
+        g->ops = o;
+        g->cap = cap;
+    }
+    g->ops[g->n++] = (skv_kvop){.layer = layer, .kind = kind, .slot = slot};
+}
+
+void skv_kvlog_lane(skv_kvcache *c, int layer, int kvh) {
+    if (!c->log) return;
+    const int ln = skv_lane(c, layer, kvh);
+    for (int s = 0; s < c->n_kv[ln]; s++) log_op(c, layer, SKV_KVOP_KV, c->off_kv[ln] + s);
 }
 
 static size_t layer_slots(const skv_kvcache *c, int layer, const int *cap) {
@@ -365,6 +402,7 @@ static int relayout(skv_kvcache *c, int layer, bool kv, const int *newcap) {
     free(olda); free(oldb); free(oldp); free(oldm);
     if (kv) { c->hk[layer] = a; c->hv[layer] = b; c->pos_kv[layer] = p; c->mult[layer] = mu; }
     else { c->hm[layer] = a; c->pos_v[layer] = p; }
+    log_op(c, layer, kv ? SKV_KVOP_RELAYOUT_KV : SKV_KVOP_RELAYOUT_V, -1);
     return 0;
 }
 
@@ -450,7 +488,10 @@ int skv_kvcache_apply(skv_kvcache *c, int layer, int kvh, const int *kv_pos, int
     for (int s = 0; s < nv;) {
         if (m[PV[s]] == base + 2) { m[PV[s]] = base + 3; s++; continue; }
         nv--;
-        if (s != nv) { memcpy(M + (size_t)s * row, M + (size_t)nv * row, row); PV[s] = PV[nv]; }
+        if (s != nv) {
+            memcpy(M + (size_t)s * row, M + (size_t)nv * row, row); PV[s] = PV[nv];
+            log_op(c, layer, SKV_KVOP_V, c->off_v[ln] + s);
+        }
     }
     /* 2. KV region: keep the wanted K+V slots; a slot wanted as V only moves its V over
      *    (nv stays <= n_v <= cap_v: only wanted V positions are added) */
@@ -459,6 +500,7 @@ int skv_kvcache_apply(skv_kvcache *c, int layer, int kvh, const int *kv_pos, int
         if (m[P[s]] == base + 1) { m[P[s]] = base + 3; s++; continue; }
         if (m[P[s]] == base + 2 && MU[s] == 1) {
             memcpy(M + (size_t)nv * row, V + (size_t)s * row, row);
+            log_op(c, layer, SKV_KVOP_V, c->off_v[ln] + nv);
             PV[nv++] = P[s];
             m[P[s]] = base + 3;
         }
@@ -467,6 +509,7 @@ int skv_kvcache_apply(skv_kvcache *c, int layer, int kvh, const int *kv_pos, int
             memcpy(K + (size_t)s * row, K + (size_t)n * row, row);
             memcpy(V + (size_t)s * row, V + (size_t)n * row, row);
             P[s] = P[n]; MU[s] = MU[n];
+            log_op(c, layer, SKV_KVOP_KV, c->off_kv[ln] + s);
         }
     }
     /* 3. load the missing K+V rows, then the missing V-only rows */
@@ -476,6 +519,7 @@ int skv_kvcache_apply(skv_kvcache *c, int layer, int kvh, const int *kv_pos, int
         if (m[p] != base + 1) continue;
         if (load_row(c, false, layer, kvh, p, K + (size_t)n * row) ||
             load_row(c, true, layer, kvh, p, V + (size_t)n * row)) { rc = -1; break; }
+        log_op(c, layer, SKV_KVOP_KV, c->off_kv[ln] + n);
         P[n] = p; MU[n] = 1; n++;
         m[p] = base + 3;
         loaded++;
@@ -485,6 +529,7 @@ int skv_kvcache_apply(skv_kvcache *c, int layer, int kvh, const int *kv_pos, int
         int p = v_pos[i];
         if (m[p] != base + 2) continue;
         if (load_row(c, true, layer, kvh, p, M + (size_t)nv * row)) { rc = -1; break; }
+        log_op(c, layer, SKV_KVOP_V, c->off_v[ln] + nv);
         PV[nv++] = p;
         m[p] = base + 3;
         loaded++;
@@ -506,6 +551,7 @@ int skv_kvcache_hot_append(skv_kvcache *c, int layer, int kvh, int pos) {
         return -1;
     skv_kvcache_hot_pos_kv(c, layer, kvh)[s] = pos;
     skv_kvcache_hot_mult(c, layer, kvh)[s] = 1;
+    log_op(c, layer, SKV_KVOP_KV, c->off_kv[ln] + s);
     c->n_kv[ln]++;
     return 0;
 }

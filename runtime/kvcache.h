@@ -58,7 +58,31 @@ typedef struct {
     bool no_headroom;        /* grow capacities to exactly what is asked (tests) */
     /* scratch for skv_kvcache_apply: stamps per position */
     int *mark; int mark_cap; int stamp;
+    /* slot-write log for a mirror of the hot tier (NULL: off, the CPU runtime) */
+    struct skv_kvlog *log;
 } skv_kvcache;
+
+/* ---- slot-write log (a mirror of the hot tier elsewhere, e.g. on the GPU) ----
+ * With c->log set (skv_kvlog_enable), every change to the contents of a hot slot is
+ * recorded: a KV slot (its K row, V row and multiplicity) or a V-only slot (its V row),
+ * by layer and slot index within the layer's arena, and every relayout of a layer's KV or
+ * V-only region (new offsets and capacities: the mirror then takes the whole region).
+ * Copying the recorded slots from the hot tier as it is *after* the changes reproduces it
+ * (runtime/kvmirror.h does that). Logging never changes what the cache does; if the log
+ * cannot grow it marks itself lost and the mirror takes everything. Not copied by clone. */
+enum { SKV_KVOP_KV = 0, SKV_KVOP_V = 1, SKV_KVOP_RELAYOUT_KV = 2, SKV_KVOP_RELAYOUT_V = 3 };
+typedef struct { int layer, kind, slot; } skv_kvop;   /* slot: -1 for a relayout */
+typedef struct skv_kvlog {
+    skv_kvop *ops;
+    int n, cap;
+    bool lost;               /* an op could not be recorded: resynchronise everything */
+} skv_kvlog;
+/* Start logging (empty log, lost = true so that the first sync takes everything). -1 + error. */
+int skv_kvlog_enable(skv_kvcache *c);
+void skv_kvlog_disable(skv_kvcache *c);
+/* Record every used KV slot of a lane (for code that writes slots directly: EMS's
+ * after_apply). No-op without a log. */
+void skv_kvlog_lane(skv_kvcache *c, int layer, int kvh);
 
 /* A shared, read-only, refcounted piece of a cold tier: positions start .. start+n-1,
  * per layer (Hkv, cap, d); positions below start live in parent. */
