@@ -11,6 +11,11 @@
  *                  Context: B = 1 at S = 512 after a real prefill; all other rows use a
  *                  SYNTHETIC cache (zeroed K/V of S tokens, skv_cuda_state_fill_synthetic:
  *                  the arithmetic of a step does not depend on the cached values).
+ *   compressed     policies h2o and smallkv at budget 20 %: a session (runtime/session.h)
+ *                  prefilled on the CPU with 512 tokens, then STEPS decode steps on the GPU
+ *                  (runtime/session_cuda.h: selection on the host, hot tier and attention
+ *                  on the device); smallkv runs the model as its own SLM (identity map,
+ *                  every layer: an upper bound of the SLM's cost). tokens/s = STEPS / time.
  * Prints a Markdown table and one JSON line ({"bench_cuda": ...}); --json FILE also writes
  * that line to FILE. A row that does not fit in device memory reports the error (with the
  * sizes) instead of numbers and the run goes on.
@@ -18,6 +23,7 @@
  * Usage: bench_cuda [--models DIR] [--quick] [--budget S] [--json FILE] [MODEL.gguf ...] */
 #include "../runtime/forward_cuda.h"
 #include "../runtime/model.h"
+#include "../runtime/session_cuda.h"
 #include "../runtime/util.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +45,9 @@ static const char *DEFAULT_MODELS[] = {
 };
 static const int CTXS[] = {512, 2048};
 static const int BATCHES[] = {1, 4, 64};
+static const char *COMP_POLICIES[] = {"h2o", "smallkv"};
+#define N_COMP 2
+#define COMP_BUDGET 0.2
 
 typedef struct {
     int ctx, batch;
@@ -53,6 +62,8 @@ typedef struct {
     char err[512];
     drow d[MAX_ROWS];
     int nd;
+    double ctps[N_COMP];           /* compressed-cache decode @512, COMP_BUDGET */
+    char cerr[N_COMP][512];
 } mrow;
 
 static void set_err(char *dst, size_t n) {
@@ -123,6 +134,47 @@ out:
     return tps;
 }
 
+/* A compressed-cache session: CPU prefill of PREFILL tokens, then `steps` GPU decode steps. */
+static double bench_compressed(const skv_cuda_model *dm, const skv_model *m, const char *policy, int steps, char *err,
+                               size_t en) {
+    int ids[PREFILL], *map = NULL;
+    fake_ids(ids, PREFILL, m->cfg.vocab);
+    skv_session *s = NULL;
+    skv_session_cuda *g = NULL;
+    double tps = -1;
+    skv_session_opts o;
+    skv_session_opts_default(&o);
+    o.policy = policy;
+    o.budget = COMP_BUDGET;
+    o.max_ctx = PREFILL + steps + 2;
+    o.T_max = PREFILL;
+    o.kv_f16 = true;
+    if (!strcmp(policy, "smallkv")) {
+        const int n = m->cfg.n_layer * m->cfg.n_head;
+        if (!(map = malloc((size_t)n * sizeof(int)))) { snprintf(err, en, "out of host memory"); return -1; }
+        for (int i = 0; i < n; i++) map[i] = i;
+        o.slm = m;
+        o.map = map;
+    }
+    if (!(s = skv_session_new(m, &o)) || skv_session_prefill(s, ids, PREFILL) != 0 ||
+        !(g = skv_session_cuda_new(s, dm, dm))) {
+        set_err(err, en);
+        goto out;
+    }
+    double t0 = 0;
+    for (int k = 0; k <= steps; k++) {   /* k = 0: warm-up */
+        if (k == 1) t0 = skv_now();
+        int tok = (int)((17u + (unsigned)k * 131u) % (unsigned)m->cfg.vocab);
+        if (skv_session_cuda_step(g, tok) != 0) { set_err(err, en); goto out; }
+    }
+    tps = steps / (skv_now() - t0);
+out:
+    skv_session_cuda_free(g);
+    skv_session_free(s);
+    free(map);
+    return tps;
+}
+
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
@@ -154,6 +206,14 @@ static void print_json(FILE *f, const char *dev, const mrow *r, int n, int steps
                     d->batch == 1 && d->ctx <= PREFILL ? "false" : "true");
             if (d->err[0]) { fprintf(f, "\"error\": "); json_str(f, d->err); }
             else fprintf(f, "\"tps\": %.2f", d->tps);
+            fprintf(f, "}");
+        }
+        fprintf(f, "], \"compressed\": [");
+        for (int k = 0; k < N_COMP; k++) {
+            fprintf(f, "%s{\"policy\": \"%s\", \"budget\": %.2f, \"ctx\": %d, ", k ? ", " : "", COMP_POLICIES[k],
+                    COMP_BUDGET, PREFILL);
+            if (r[i].cerr[k][0]) { fprintf(f, "\"error\": "); json_str(f, r[i].cerr[k]); }
+            else fprintf(f, "\"tps\": %.2f", r[i].ctps[k]);
             fprintf(f, "}");
         }
         fprintf(f, "]}");
@@ -228,6 +288,13 @@ int main(int argc, char **argv) {
                 if (d->err[0]) fprintf(stderr, "%s decode ctx %d batch %d: %s\n", r->name, d->ctx, d->batch, d->err);
                 else fprintf(stderr, "%s decode ctx %d batch %d: %.1f tok/s\n", r->name, d->ctx, d->batch, d->tps);
             }
+        for (int k = 0; k < N_COMP; k++) {
+            if (skv_now() - start > budget) { snprintf(r->cerr[k], sizeof r->cerr[k], "not run (time budget)"); continue; }
+            r->ctps[k] = bench_compressed(dm, m, COMP_POLICIES[k], steps, r->cerr[k], sizeof r->cerr[k]);
+            if (r->cerr[k][0]) fprintf(stderr, "%s %s: %s\n", r->name, COMP_POLICIES[k], r->cerr[k]);
+            else fprintf(stderr, "%s %s @%d, budget %.0f%%: %.1f tok/s\n", r->name, COMP_POLICIES[k], PREFILL,
+                         100 * COMP_BUDGET, r->ctps[k]);
+        }
         skv_cuda_model_free(dm);
         skv_model_free(m);
     }
@@ -254,6 +321,25 @@ int main(int argc, char **argv) {
     printf("\nbatch 1 @512: after a real prefill; other decode columns: synthetic (zeroed) cache of that many "
            "tokens per sequence; b = sequences decoded together, tok/s summed over them. Errors (e.g. out of "
            "device memory, with sizes) are in the JSON line and on stderr.\n\n");
+    printf("## Compressed-cache decode on the GPU (@%d after a CPU prefill, budget %.0f %%, batch 1)\n\n", PREFILL,
+           100 * COMP_BUDGET);
+    printf("| model | full (decode@512 b1 above) tok/s |");
+    for (int k = 0; k < N_COMP; k++) printf(" %s tok/s |", COMP_POLICIES[k]);
+    printf("\n|---|---:|");
+    for (int k = 0; k < N_COMP; k++) printf("---:|");
+    printf("\n");
+    for (int i = 0; i < np; i++) {
+        const mrow *r = &rows[i];
+        if (r->err[0]) continue;
+        if (r->nd > 0 && !r->d[0].err[0]) printf("| %s | %.1f |", r->name, r->d[0].tps);
+        else printf("| %s | error |", r->name);
+        for (int k = 0; k < N_COMP; k++) {
+            if (r->cerr[k][0]) printf(" error |");
+            else printf(" %.1f |", r->ctps[k]);
+        }
+        printf("\n");
+    }
+    printf("\nsmallkv: the model is its own SLM (identity map, all layers), an upper bound of the SLM's cost.\n\n");
     print_json(stdout, dev, rows, np, steps);
     if (json) {
         FILE *f = fopen(json, "w");

@@ -230,6 +230,10 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     return s;
 }
 
+/* The runtime session behind a public one (not in smallkv.h: runtime/cli/generate_cuda.c
+ * moves its decode to the GPU, runtime/session_cuda.h). */
+skv_session *smallkv_session_runtime(smallkv_session *s) { return s ? s->s : NULL; }
+
 void smallkv_session_free(smallkv_session *s) {
     if (!s) return;
     skv_session_free(s->s);

@@ -60,6 +60,20 @@ int skv_cuda_forward_batch(skv_cuda_batch *b, skv_cuda_state **states, const int
     return skv_error(NO_CUDA_MSG);
 }
 int skv_cuda_finish(void) { return skv_error(NO_CUDA_MSG); }
+skv_cuda_state *skv_cuda_state_new_nocache(const skv_cuda_model *dm, int S_cap, int T_max) {
+    (void)dm; (void)S_cap; (void)T_max;
+    skv_error(NO_CUDA_MSG);
+    return NULL;
+}
+int skv_cuda_forward_dev(skv_cuda_state *s, const int *tokens, int T, const skv_fwd_opts *opts, skv_cuda_attn_fn attn,
+                         void *ctx) {
+    (void)s; (void)tokens; (void)T; (void)opts; (void)attn; (void)ctx;
+    return skv_error(NO_CUDA_MSG);
+}
+int skv_cuda_state_load(skv_cuda_state *s, const skv_state *cpu, int n_layers) {
+    (void)s; (void)cpu; (void)n_layers;
+    return skv_error(NO_CUDA_MSG);
+}
 
 #else  /* SKV_CUDA */
 
@@ -447,16 +461,66 @@ static int lm_head(const skv_cuda_model *dm, dev_bufs *w, const float *x, int nr
     return skv_cuda_matmul(w->logits, w->xb, &dm->output, nr);
 }
 
+skv_cuda_state *skv_cuda_state_new_nocache(const skv_cuda_model *dm, int S_cap, int T_max) {
+    if (!dm || S_cap < 1 || T_max < 1) {
+        skv_error("skv_cuda_state_new_nocache: bad arguments (S_cap %d, T_max %d)", S_cap, T_max);
+        return NULL;
+    }
+    if (T_max > S_cap) T_max = S_cap;
+    if (T_max > 65535) T_max = 65535;
+    return state_alloc(dm, S_cap, T_max, false, false);
+}
+
+int skv_cuda_state_load(skv_cuda_state *s, const skv_state *cpu, int n_layers) {
+    if (!s || !cpu) return skv_error("skv_cuda_state_load: bad arguments");
+    dev_bufs *b = s->dev;
+    const skv_config *c = &s->m->cfg;
+    if (!b->k) return skv_error("skv_cuda_state_load: the device state has no KV cache");
+    if (cpu->m != s->m) return skv_error("skv_cuda_state_load: the CPU state runs another model");
+    if (cpu->S_cap != s->S_cap || cpu->kv_f16 != s->kv_f16)
+        return skv_error("skv_cuda_state_load: CPU cache (%d tokens, %s) and device cache (%d tokens, %s) differ",
+                         cpu->S_cap, cpu->kv_f16 ? "fp16" : "fp32", s->S_cap, s->kv_f16 ? "fp16" : "fp32");
+    if (cpu->n_past < 0 || cpu->n_past > s->S_cap) return skv_error("skv_cuda_state_load: bad length %d", cpu->n_past);
+    if (n_layers <= 0 || n_layers > c->n_layer) n_layers = c->n_layer;
+    /* (Hkv, S_cap, d) per layer on both sides */
+    const size_t per = (size_t)c->n_kv_head * s->S_cap * c->head_dim * (s->kv_f16 ? 2 : 4);
+    for (int l = 0; l < n_layers; l++) {
+        if (!cpu->k[l] || !cpu->v[l]) return skv_error("skv_cuda_state_load: the CPU state has no cache at layer %d", l);
+        if (skv_cuda_upload(b->k[l], cpu->k[l], per) != 0 || skv_cuda_upload(b->v[l], cpu->v[l], per) != 0)
+            return skv_error_prefix("skv_cuda_state_load (layer %d)", l);
+    }
+    s->n_past = cpu->n_past;
+    return 0;
+}
+
+static int forward_impl(skv_cuda_state *s, const int *tokens, int T, const skv_fwd_opts *opts, skv_cuda_attn_fn hook,
+                        void *hctx);
+
 int skv_cuda_forward(skv_cuda_state *s, const int *tokens, int T, const skv_fwd_opts *opts) {
+    if (opts && opts->attn)
+        return skv_error("skv_cuda_forward: the attention hook (compressed KV cache policies) runs on the CPU "
+                         "only; use the CPU forward (policy full only on the GPU)");
+    return forward_impl(s, tokens, T, opts, NULL, NULL);
+}
+
+int skv_cuda_forward_dev(skv_cuda_state *s, const int *tokens, int T, const skv_fwd_opts *opts, skv_cuda_attn_fn attn,
+                         void *ctx) {
+    if (!attn) return skv_error("skv_cuda_forward_dev: no attention hook");
+    if (opts && (opts->attn || opts->colsum || opts->lastrow))
+        return skv_error("skv_cuda_forward_dev: colsum / lastrow / a CPU hook cannot be combined with the device hook");
+    return forward_impl(s, tokens, T, opts, attn, ctx);
+}
+
+static int forward_impl(skv_cuda_state *s, const int *tokens, int T, const skv_fwd_opts *opts, skv_cuda_attn_fn hook,
+                        void *hctx) {
     if (!s) return skv_error("skv_cuda_forward: no state");
     const skv_model *m = s->m;
     const skv_config *c = &m->cfg;
     const int C = c->dim, V = c->vocab;
     skv_fwd_opts none = {0};
     if (!opts) opts = &none;
-    if (opts->attn)
-        return skv_error("skv_cuda_forward: the attention hook (compressed KV cache policies) runs on the CPU "
-                         "only; use the CPU forward (policy full only on the GPU)");
+    if (!hook && !((dev_bufs *)s->dev)->k)
+        return skv_error("skv_cuda_forward: the state has no KV cache (made for a device attention hook)");
     if (T < 1 || T > s->T_max)
         return skv_error("skv_cuda_forward: block of %d tokens (allowed 1 .. %d)", T, s->T_max);
     if (s->n_past + T > s->S_cap)
@@ -472,8 +536,9 @@ int skv_cuda_forward(skv_cuda_state *s, const int *tokens, int T, const skv_fwd_
     if (embed(m, w, tokens, T) != 0) return skv_error_prefix("skv_cuda_forward: embeddings");
     for (int l = 0; l < n_layers; l++) {
         if (qkv(s->dm, l, w, T) != 0 ||
-            attend(s, l, w->att, w->q, w->kx, w->vx, T, pos0, opts->colsum ? opts->colsum[l] : NULL,
-                   opts->lastrow ? opts->lastrow[l] : NULL) != 0 ||
+            (hook ? hook(hctx, l, w->q, w->kx, w->vx, pos0, T, w->att)
+                  : attend(s, l, w->att, w->q, w->kx, w->vx, T, pos0, opts->colsum ? opts->colsum[l] : NULL,
+                           opts->lastrow ? opts->lastrow[l] : NULL)) != 0 ||
             wo_mlp(s->dm, l, w, T) != 0)
             return skv_error_prefix("skv_cuda_forward (layer %d, %d tokens at %d)", l, T, pos0);
     }

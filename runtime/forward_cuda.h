@@ -13,7 +13,8 @@
  * opts: logits NONE / LAST / ALL and n_layers as on the CPU; colsum / lastrow are HOST
  * pointers as on the CPU ([L] -> (H, S_cap), accumulated / overwritten for k < n_past+T):
  * each requested layer's buffer is copied to the device, updated there and copied back.
- * The attention hook (opts->attn) is CPU-only: a forward with it set fails with an error.
+ * The CPU attention hook (opts->attn, host pointers) is refused with an error; the
+ * compressed-cache runtime uses the device hook of skv_cuda_forward_dev instead.
  *
  * Built without CUDA (make, not make CUDA=1) every constructor fails with
  * "built without CUDA (make CUDA=1)"; with CUDA but no usable device the error names the
@@ -71,6 +72,25 @@ void skv_cuda_batch_free(skv_cuda_batch *b);
  * no attn hooks). Logits (1, vocab) land in states[i]->logits for the entries that ask. */
 int skv_cuda_forward_batch(skv_cuda_batch *b, skv_cuda_state **states, const int *tokens, int n,
                            const skv_fwd_opts *opts);
+
+/* ---- compressed KV cache on the device (runtime/session_cuda.c) ---- */
+
+/* Device attention hook: skv_fwd_opts.attn's contract with every pointer on the device:
+ * q (T, H, d), k, v (T, Hkv, d) rotated, positions pos0 .., out (T, H, d) to fill. Work it
+ * queues on the default stream is ordered with the forward's own. 0, or -1 + error. */
+typedef int (*skv_cuda_attn_fn)(void *ctx, int layer, const float *q, const float *k, const float *v, int pos0,
+                                int T, float *out);
+/* A state without a KV cache (S_cap only bounds the positions): the hook owns the KV
+ * storage, so only skv_cuda_forward_dev runs it. NULL + error. */
+skv_cuda_state *skv_cuda_state_new_nocache(const skv_cuda_model *dm, int S_cap, int T_max);
+/* skv_cuda_forward with attn(ctx, ...) in place of every layer's cache write and attention.
+ * opts: logits and n_layers as skv_cuda_forward; colsum / lastrow / attn must be unset. */
+int skv_cuda_forward_dev(skv_cuda_state *s, const int *tokens, int T, const skv_fwd_opts *opts, skv_cuda_attn_fn attn,
+                         void *ctx);
+/* Continue on the GPU a sequence prefilled on the CPU: upload the first n_layers layers of
+ * cpu's KV cache into s and set s->n_past = cpu->n_past. Same model, S_cap and cache type
+ * (else an error says which differs). -1 + error. */
+int skv_cuda_state_load(skv_cuda_state *s, const skv_state *cpu, int n_layers);
 
 /* Wait for the device (for timing). 0, or -1 + error. */
 int skv_cuda_finish(void);

@@ -247,10 +247,13 @@ static int select_layer(skv_session *s, int layer, int n) {
         if (r < 0) return skv_error_prefix("policy %s, layer %d", s->pol->name, layer);
         if (s->pol->after_apply && s->pol->after_apply(s->pol, s->kv, layer, j))
             return skv_error_prefix("policy %s, layer %d", s->pol->name, layer);
+        if (s->pol->after_apply) skv_kvlog_lane(s->kv, layer, j);   /* it writes slots itself (no-op without a log) */
     }
     s->restores = (int)s->kv->restores;
     return 0;
 }
+
+int skv_session_select(skv_session *s, int layer, int n) { return select_layer(s, layer, n); }
 
 static void online_accumulate_step(skv_session *s, int layer, int kvh, const int *pos, int n_hot, const float *head_p);
 

@@ -145,6 +145,11 @@ void skv_session_mem_total(skv_session *const *ss, int n, skv_session_mem *r);
 /* Export every attention of layers < L_act into colsum / lastrow [L_act] -> (H, stride):
  * column sums accumulated over the whole history, last rows of the latest query. */
 void skv_session_export(skv_session *s, float **colsum, float **lastrow, int stride);
+/* One layer's selection of a decode step or prefill compression at length n, as the CPU
+ * attention hook does it: the policy picks every lane's hot set, the hot tier is reserved
+ * and applied (evictions, restores from cold, new rows from the fresh block). For an
+ * attention hook that runs elsewhere (runtime/session_cuda.c). -1 + error. */
+int skv_session_select(skv_session *s, int layer, int n);
 /* The lane budget (cost units) at length n, before the policy's lane share. */
 double skv_session_budget(const skv_session *s, int n);
 

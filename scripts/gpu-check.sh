@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # gpu-check.sh OUTDIR: the device check of the CUDA backend, sized to finish in < 8 minutes.
 #   1. device facts (nvidia-smi, nvcc --version)            -> OUTDIR/device.log
-#   2. build the CUDA test (make CUDA=1, build-cuda/)        -> OUTDIR/build.log
-#   3. run build-cuda/tests/test_cuda (CUDA vs CPU kernels)  -> OUTDIR/test_cuda.log
+#   2. build the CUDA tests (make CUDA=1, build-cuda/)       -> OUTDIR/build.log
+#   3. run build-cuda/tests/test_cuda (CUDA vs CPU kernels) and
+#      build-cuda/tests/test_cuda_session (compressed-cache decode on the GPU vs the CPU;
+#      needs models/SmolLM2-135M-Instruct.Q4_1.gguf, else its GPU cases skip)
+#                                                            -> OUTDIR/test_cuda.log (both)
 #   4. if a GPU benchmark target exists (build-cuda/bin/bench_cuda), build and run it
 #                                                            -> OUTDIR/bench.log (Markdown table),
 #                                                               OUTDIR/bench_cuda.json (its JSON line)
@@ -47,13 +50,14 @@ count() { grep -oE "^\[  $1 *\] [0-9]+" "$2" 2>/dev/null | grep -oE '[0-9]+$' | 
 DEVICE=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
 
 # 2. build
-run_step build 300 "$OUT/build.log" make -j"$JOBS" CUDA=1 build-cuda/tests/test_cuda
+run_step build 300 "$OUT/build.log" make -j"$JOBS" CUDA=1 build-cuda/tests/test_cuda build-cuda/tests/test_cuda_session
 BUILD_RC=$RC BUILD_S=$SECS
 
 # 3. tests
 TEST_RC=-1 TEST_S=0 P=0 F=0 S=0
 if [ "$BUILD_RC" -eq 0 ]; then
-    run_step test_cuda 150 "$OUT/test_cuda.log" build-cuda/tests/test_cuda
+    run_step test_cuda 150 "$OUT/test_cuda.log" sh -c \
+        'build-cuda/tests/test_cuda; a=$?; build-cuda/tests/test_cuda_session; b=$?; [ "$a" -eq 0 ] && [ "$b" -eq 0 ]'
     TEST_RC=$RC TEST_S=$SECS
     P=$(count PASSED "$OUT/test_cuda.log"); S=$(count SKIPPED "$OUT/test_cuda.log")
     F=$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$OUT/test_cuda.log" | grep -oE '[0-9]+' | awk '{s+=$1} END {print s+0}')
@@ -83,7 +87,8 @@ SAN_RC=-1
 if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ] && [ "$BUILD_RC" -eq 0 ]; then
     CS="${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"
     if [ -x "$CS" ]; then
-        run_step sanitizer 150 "$OUT/sanitizer.log" "$CS" --tool memcheck --error-exitcode 3 build-cuda/tests/test_cuda
+        run_step sanitizer 150 "$OUT/sanitizer.log" sh -c "'$CS' --tool memcheck --error-exitcode 3 build-cuda/tests/test_cuda && \
+            '$CS' --tool memcheck --error-exitcode 3 build-cuda/tests/test_cuda_session"
         SAN_RC=$RC
     fi
 fi

@@ -11,7 +11,9 @@
  *
  * The implementation is compiled only with `make CUDA=1` (SKV_CUDA defined for C files).
  * Mirrors: kernels/cpu/matmul.h -> matmul.cu, attention.h -> attention.cu,
- * ops.h -> ops.cu, compensate.h -> compensate.cu, runtime/select.h skv_topk -> topk.cu. */
+ * ops.h -> ops.cu, compensate.h -> compensate.cu, runtime/select.h skv_topk -> topk.cu.
+ * copyq.cu (no CPU mirror): pinned host memory and the copy stream of the CUDA session's
+ * hot-tier uploads (runtime/session_cuda.c). */
 #ifndef SKV_CUDA_BACKEND_H
 #define SKV_CUDA_BACKEND_H
 #include <stddef.h>
@@ -124,5 +126,36 @@ int skv_cuda_add(float *x, const float *y, size_t n);
 int skv_cuda_kv_write(void *cache, const float *src, int T, int Hkv, int d, int S_cap, int pos0, int f16);
 /* Free and total device memory in bytes (cudaMemGetInfo). -1 + error without a device. */
 int skv_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+/* ---------------------------------------------------------------- copy queue (copyq.cu) */
+
+/* Page-locked (pinned) host memory, for asynchronous copies. NULL + error (size in the
+ * message); bytes == 0 returns NULL, no error. */
+void *skv_cuda_host_alloc(size_t bytes, const char *what);
+void skv_cuda_host_free(void *p);
+
+/* One row copy of a scatter: `bytes` bytes from offset src_off of the uploaded data to the
+ * device address dst. */
+typedef struct {
+    uint64_t dst;           /* device pointer, (uint64_t)(uintptr_t) */
+    uint32_t src_off, bytes;
+} skv_cuda_row_copy;
+
+/* A second stream (non-blocking) for host -> device row uploads, an event marking the end
+ * of the last batch, and the device staging it owns:
+ *   scatter     uploads rows (n entries) and data (data_bytes), both in pinned host memory,
+ *               into the staging on the copy stream, copies every row to its destination
+ *               there (one small kernel), records the event and makes the default stream
+ *               wait for it: work queued on the default stream afterwards (the attention)
+ *               sees the rows; work queued before is not delayed.
+ *   wait_host   blocks the host until the last batch is done: only then may the caller
+ *               rewrite the pinned buffers it passed (or free destinations).
+ * The staging grows on demand (after waiting for the queue). -1 + error. */
+typedef struct skv_cuda_copyq skv_cuda_copyq;
+skv_cuda_copyq *skv_cuda_copyq_new(void);
+void skv_cuda_copyq_free(skv_cuda_copyq *q);   /* waits for the queue first */
+int skv_cuda_copyq_wait_host(skv_cuda_copyq *q);
+int skv_cuda_copyq_scatter(skv_cuda_copyq *q, const skv_cuda_row_copy *rows, int n, const void *data,
+                           size_t data_bytes);
 
 #endif

@@ -14,8 +14,9 @@ int cmd_ppl(int argc, char **argv);
 int cmd_eval(int argc, char **argv);   /* runtime/cli/eval.c */
 int cmd_profile(int argc, char **argv);
 
-/* `smallkv generate --device cuda` (runtime/cli/generate_cuda.c): policy full on the GPU,
- * each prompt prefilled in a fresh sequence and answered. */
+/* `smallkv generate --device cuda` (runtime/cli/generate_cuda.c): policy full on the GPU
+ * (prefill and decode, the full cache on the device), each prompt prefilled in a fresh
+ * sequence and answered. */
 #define CLI_GEN_CUDA_MAX_PROMPTS 64
 typedef struct {
     const char *model;
@@ -31,6 +32,20 @@ typedef struct {
     bool stats;
 } cli_gen_cuda;
 int cli_generate_cuda(const cli_gen_cuda *a);
+
+/* `smallkv generate --device cuda` with a compressed-cache policy (h2o, smallkv, ...): the
+ * session is made and prefilled on the CPU through the public API, then its decode moves
+ * to the GPU (runtime/session_cuda.h). cli_answer_cuda samples from the session's logits,
+ * streams up to n_gen tokens and steps on the device; the uploaded models are kept in
+ * *dev across prompts (cli_gpu_free at the end). -1 + error. */
+struct smallkv_pair;
+struct smallkv_session;
+struct skv_session;
+struct skv_session *smallkv_session_runtime(struct smallkv_session *s);   /* runtime/api.c */
+typedef struct cli_gpu cli_gpu;
+int cli_answer_cuda(struct smallkv_pair *p, struct smallkv_session *s, float temp, unsigned long long *rng, int n_gen,
+                    bool stats, cli_gpu **dev);
+void cli_gpu_free(cli_gpu *dev);
 
 /* Argument helpers: parse argv[*i + 1] as the value of option argv[*i] (advancing *i);
  * on a missing or bad value print the reason to stderr and return false. */

@@ -8,6 +8,7 @@
  * Tokens stream to stdout; --stats prints memory per tier and speed on stderr. */
 #include "cli.h"
 #include "../../include/smallkv.h"
+#include "../forward_cuda.h"
 #include "../util.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +37,9 @@ static const char *GEN_USAGE =
     "                   the model's context)\n"
     "  --kv f16|f32     KV element type (default f16)\n"
     "  --stats          per-tier memory, prefill/decode tokens/s, TTFT and TPOT on stderr\n"
-    "  --device cpu|cuda  where the forward pass runs (default cpu); cuda (make CUDA=1): policy\n"
-    "                   full only, --prompt only (no --context)\n"
+    "  --device cpu|cuda  where the forward pass runs (default cpu); cuda (make CUDA=1): --prompt\n"
+    "                   only (no --context); policy full runs wholly on the GPU, the compressed\n"
+    "                   policies (not ems, no --slm-budget) prefill on the CPU and decode on the GPU\n"
     "policy options:\n"
     "  --sinks N --window N --pool N     kept first tokens (4), observation window (32),\n"
     "                                    SnapKV pooling kernel (7)\n"
@@ -208,18 +210,28 @@ int cmd_generate(int argc, char **argv) {
     const char *files[] = {llm, slm, profile, context};
     for (int i = 0; i < 4; i++)
         if (files[i] && access(files[i], R_OK) != 0) { fprintf(stderr, "smallkv: %s: no such file or not readable\n", files[i]); return CLI_ERR; }
-    if (!strcmp(device, "cuda")) {
-        /* the GPU runs the full cache only (runtime/cli/generate_cuda.c) */
-        if (strcmp(o.policy, "full")) {
-            fprintf(stderr, "smallkv: --device cuda: policy %s is not available on the GPU yet (only full)\n", o.policy);
+    const bool gpu = !strcmp(device, "cuda");
+    if (gpu) {
+        /* policy full: the full cache on the GPU; the compressed policies: CPU prefill, GPU
+         * decode (runtime/cli/generate_cuda.c) */
+        if (context) { fprintf(stderr, "smallkv: --device cuda: --context is not supported yet (use --prompt)\n"); return CLI_ERR; }
+        if (!skv_cuda_built()) { fprintf(stderr, "smallkv: --device cuda: built without CUDA (make CUDA=1)\n"); return CLI_ERR; }
+        if (!strcmp(o.policy, "ems")) {
+            fprintf(stderr, "smallkv: --device cuda: policy ems is not available on the GPU (merged slots)\n");
             return CLI_ERR;
         }
-        if (context) { fprintf(stderr, "smallkv: --device cuda: --context is not supported yet (use --prompt)\n"); return CLI_ERR; }
-        cli_gen_cuda gc = {.model = llm, .prompts = prompts, .n_prompts = n_prompts, .chat = chat, .system = system,
-                           .kv_f16 = !o.kv_f32, .ctx = ctx, .n_gen = g.n_gen, .temp = g.temp, .rng = g.rng,
-                           .stats = g.stats};
-        return cli_generate_cuda(&gc);
+        if (o.slm_budget > 0 && o.slm_budget < 1) {
+            fprintf(stderr, "smallkv: --device cuda: --slm-budget below 1 is not available on the GPU\n");
+            return CLI_ERR;
+        }
+        if (!strcmp(o.policy, "full")) {
+            cli_gen_cuda gc = {.model = llm, .prompts = prompts, .n_prompts = n_prompts, .chat = chat, .system = system,
+                               .kv_f16 = !o.kv_f32, .ctx = ctx, .n_gen = g.n_gen, .temp = g.temp, .rng = g.rng,
+                               .stats = g.stats};
+            return cli_generate_cuda(&gc);
+        }
     }
+    cli_gpu *dev = NULL;
 
     int rc = CLI_ERR, n_ctx = 0, *cids = NULL, *pids[MAX_PROMPTS] = {0}, np[MAX_PROMPTS] = {0};
     char *ctext = NULL;
@@ -279,6 +291,10 @@ int cmd_generate(int argc, char **argv) {
             }
             if (n_prompts > 1) { printf("> %s\n", prompts[i]); fflush(stdout); }
             if (smallkv_prefill(base, pids[i], np[i])) { cli_fail(NULL); goto done; }
+            if (gpu) {
+                if (cli_answer_cuda(p, base, g.temp, &g.rng, g.n_gen, g.stats, &dev)) { cli_fail("--device cuda"); goto done; }
+                continue;
+            }
             if (answer(p, base, &g)) { cli_fail(NULL); goto done; }
             if (g.stats) print_stats(base, NULL);
         }
@@ -287,6 +303,7 @@ int cmd_generate(int argc, char **argv) {
 done:
     smallkv_session_free(s);
     smallkv_session_free(base);
+    cli_gpu_free(dev);
     smallkv_pair_free(p);
     for (int i = 0; i < n_prompts; i++) free(pids[i]);
     free(cids);

@@ -1,11 +1,18 @@
-/* generate_cuda.c: `smallkv generate --device cuda`: greedy / sampled generation with the
- * full KV cache on the GPU (runtime/forward_cuda.h). Policy full only (the compressed-cache
- * policies run through the CPU attention hook); each --prompt is prefilled in a fresh
- * sequence and answered. Tokenisation, BOS, chat template, stop tokens and sampling follow
- * the CPU path (runtime/api.c) so that both devices produce the same text where the logits
- * agree. Built without CUDA it reports "built without CUDA (make CUDA=1)". */
+/* generate_cuda.c: `smallkv generate --device cuda`: greedy / sampled generation on the GPU.
+ *   policy full         the full KV cache on the GPU (runtime/forward_cuda.h), prefill and
+ *                       decode; each --prompt is prefilled in a fresh sequence and answered
+ *                       (cli_generate_cuda);
+ *   compressed policies generate.c makes and prefills the session on the CPU through the
+ *                       public API; cli_answer_cuda moves its decode to the GPU
+ *                       (runtime/session_cuda.h: selection on the host, hot tier and
+ *                       attention on the device, the SmallKV SLM on the device too).
+ * Tokenisation, BOS, chat template, stop tokens and sampling follow the CPU path
+ * (runtime/api.c) so that both devices produce the same text where the logits agree.
+ * Built without CUDA it reports "built without CUDA (make CUDA=1)". */
 #include "cli.h"
+#include "../../include/smallkv.h"
 #include "../forward_cuda.h"
+#include "../session_cuda.h"
 #include "../tokenizer.h"
 #include "../util.h"
 #include <math.h>
@@ -130,5 +137,77 @@ done:
     skv_cuda_model_free(dm);
     for (int i = 0; i < a->n_prompts && i < CLI_GEN_CUDA_MAX_PROMPTS; i++) free(ids[i]);
     skv_model_free(m);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ compressed policies */
+
+struct cli_gpu {
+    const skv_model *llm, *slm;          /* the models the uploads are of */
+    skv_cuda_model *dllm, *dslm;
+};
+
+void cli_gpu_free(cli_gpu *dev) {
+    if (!dev) return;
+    skv_cuda_model_free(dev->dslm);
+    skv_cuda_model_free(dev->dllm);
+    free(dev);
+}
+
+/* The uploads for session s (made on first use, kept in *dev). -1 + error. */
+static int gpu_models(cli_gpu **dev, const skv_session *s) {
+    if (!*dev && !(*dev = skv_calloc(1, sizeof **dev, "GPU models"))) return -1;
+    cli_gpu *g = *dev;
+    if (g->llm != s->m) {
+        skv_cuda_model_free(g->dllm);
+        g->dllm = NULL;
+        g->llm = NULL;
+        if (!(g->dllm = skv_cuda_model_upload(s->m, 0))) return -1;
+        g->llm = s->m;
+    }
+    if (s->slm && g->slm != s->o.slm) {
+        skv_cuda_model_free(g->dslm);
+        g->dslm = NULL;
+        g->slm = NULL;
+        if (!(g->dslm = skv_cuda_model_upload(s->o.slm, 0))) return -1;
+        g->slm = s->o.slm;
+    }
+    return 0;
+}
+
+int cli_answer_cuda(smallkv_pair *p, smallkv_session *ps, float temp, unsigned long long *rng, int n_gen, bool stats,
+                    cli_gpu **dev) {
+    if (!skv_cuda_built()) return skv_error("--device cuda: built without CUDA (make CUDA=1)");
+    skv_session *s = smallkv_session_runtime(ps);
+    if (!s || skv_session_cuda_check(s)) return -1;
+    if (gpu_models(dev, s)) return -1;
+    skv_session_cuda *g = skv_session_cuda_new(s, (*dev)->dllm, s->slm ? (*dev)->dslm : NULL);
+    if (!g) return -1;
+    int rc = -1, steps = 0;
+    const double t0 = skv_now();
+    for (int produced = 0; produced < n_gen; produced++) {
+        int next = smallkv_sample(ps, temp, rng);
+        if (next < 0) goto done;
+        if (smallkv_is_stop(p, next)) break;
+        size_t len;
+        const char *b = smallkv_token_bytes(p, next, &len);
+        if (b) { fwrite(b, 1, len, stdout); fflush(stdout); }
+        if (produced + 1 == n_gen) break;
+        if (skv_session_cuda_step(g, next)) goto done;
+        steps++;
+    }
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (stats) {
+        const double t = skv_now() - t0;
+        skv_session_mem r;
+        skv_session_mem_report(s, &r);
+        fprintf(stderr, "[stats] device cuda (policy %s): decode %d steps in %.3f s (%.2f tok/s); hot tier %.1f tokens "
+                "(%zu bytes, on the GPU and mirrored on the host), cold %zu bytes (host), restores %d\n",
+                s->pol->name, steps, t, t > 0 ? steps / t : 0.0, r.hot_tokens, r.hot_used, r.cold_used, s->restores);
+    }
+    rc = 0;
+done:
+    skv_session_cuda_free(g);
     return rc;
 }
