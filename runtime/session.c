@@ -844,7 +844,7 @@ void skv_session_mem_report(const skv_session *s, skv_session_mem *r) {
     }
     if (s->slm || s->slm_sess) {
         const skv_config *sc = &s->o.slm->cfg;
-        r->slm_weights = s->o.slm->weight_bytes;
+        r->slm_weights = s->o.slm->weight_bytes + s->o.slm->pack_bytes;   /* + its decode copies */
         if (s->slm_sess) {
             skv_kv_bytes sb;
             skv_kvcache_bytes(s->slm_sess->kv, &sb);

@@ -61,7 +61,7 @@ typedef struct {
     size_t cold_used, cold_cap;  /* LLM cold tier, bytes (this session reads them) */
     size_t cold_shared;          /* part of cold_used shared with forks (counted once by
                                     skv_session_mem_total) */
-    size_t slm_weights;          /* SLM weight bytes (whole file) */
+    size_t slm_weights;          /* SLM weight bytes (whole file + pair-packed decode copies) */
     size_t slm_cache;            /* SLM K/V bytes in use (early-stop layers; the SLM session's hot
                                     tier when compressed) */
     size_t slm_scores;           /* SLM column-sum / last-row buffers */
