@@ -103,10 +103,11 @@ static int alloc_buffers(skv_session *s) {
     s->itmp = skv_malloc((size_t)N * sizeof(int), "session scratch");
     s->ftmp = skv_malloc((size_t)N * sizeof(float), "session scratch");
     s->mark = skv_malloc((size_t)N, "session scratch");
-    s->probs = skv_malloc((size_t)N * sizeof(float), "session scratch");
-    s->scr = skv_malloc((size_t)N * sizeof(float), "session scratch");
-    s->pm = skv_malloc((size_t)g * N * sizeof(float), "session scratch");
-    s->w = skv_malloc((size_t)g * sizeof(float), "session scratch");
+    /* per KV head (lane) of a layer, so the lanes' decode attention can run in parallel */
+    s->probs = skv_malloc((size_t)Hkv * N * sizeof(float), "session scratch");
+    s->scr = skv_malloc((size_t)Hkv * N * sizeof(float), "session scratch");
+    s->pm = skv_malloc((size_t)Hkv * g * N * sizeof(float), "session scratch");
+    s->w = skv_malloc((size_t)Hkv * g * sizeof(float), "session scratch");
     s->obs_out = skv_malloc((size_t)s->st->T_max * c->n_head * c->head_dim * sizeof(float), "session scratch");
     if (!s->itmp || !s->ftmp || !s->mark || !s->probs || !s->scr || !s->pm || !s->w || !s->obs_out) return -1;
     return 0;
@@ -351,44 +352,64 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
     const int n = pos0 + 1;
     if (select_layer(s, layer, n)) return -1;
     const bool online_pending = s->onl_llm && !s->mapped;
+    const size_t N = (size_t)s->o.max_ctx;
+    /* 1. per lane, in order: the arguments and the policy's marginal weights (own buffers) */
+    skv_comp_args args[Hkv];
+    float *head_p[Hkv];
+    size_t work = 0;
     for (int j = 0; j < Hkv; j++) {
         const int ln = skv_lane(kv, layer, j);
         const int nh = kv->n_kv[ln], nm = kv->n_v[ln];
         const int *pk = skv_kvcache_hot_pos_kv(kv, layer, j), *pv = skv_kvcache_hot_pos_v(kv, layer, j);
-        skv_comp_args a = {
+        skv_comp_args *a = &args[j];
+        *a = (skv_comp_args){
             .g = g, .d = d, .n_hot = nh, .n_marg = nm, .f16 = kv->f16,
             .k = skv_kvcache_hot_k(kv, layer, j), .v = skv_kvcache_hot_v(kv, layer, j),
             .vm = skv_kvcache_hot_m(kv, layer, j), .mult = skv_kvcache_hot_mult(kv, layer, j),
-            .combine = s->pol->o.combine, .scratch = s->scr,
+            .combine = s->pol->o.combine, .scratch = s->scr + (size_t)j * N,
         };
         if (s->pol->marginal && nm > 0) {
-            s->pol->marginal(s->pol, layer, j, pk, nh, pv, nm, s->pm, s->w);
-            a.pm = s->pm;
-            a.w = s->w;
+            float *pm = s->pm + (size_t)j * g * N, *w = s->w + (size_t)j * g;
+            s->pol->marginal(s->pol, layer, j, pk, nh, pv, nm, pm, w);
+            a->pm = pm;
+            a->w = w;
         }
         if (s->pol->wants_step) {
-            memset(s->probs, 0, (size_t)nh * sizeof(float));
-            a.slot_acc = s->probs;
+            memset(s->probs + (size_t)j * N, 0, (size_t)nh * sizeof(float));
+            a->slot_acc = s->probs + (size_t)j * N;
         }
-        float *head_p = NULL;
+        head_p[j] = NULL;
         if (online_pending || s->x_colsum) {
-            head_p = skv_malloc((size_t)g * nh * sizeof(float) + 1, "per-head probabilities");
-            if (!head_p) return -1;
-            a.head_p = head_p;
+            head_p[j] = skv_malloc((size_t)g * nh * sizeof(float) + 1, "per-head probabilities");
+            if (!head_p[j]) {
+                for (int i = 0; i < j; i++) free(head_p[i]);
+                return -1;
+            }
+            a->head_p = head_p[j];
         }
-        skv_compensate(out + (size_t)j * g * d, q + (size_t)j * g * d, &a);
-        if (s->pol->wants_step && s->pol->on_step) s->pol->on_step(s->pol, layer, j, pk, s->probs, nh);
-        if (head_p && s->x_colsum) {
+        work += (size_t)(nh + nm) * (size_t)g * (size_t)d;
+    }
+    /* 2. the lanes' compensated attention, in parallel when there is enough of it (each
+     *    lane writes only its own out rows and buffers: the same bits for any thread count) */
+    #pragma omp parallel for schedule(static) if (Hkv > 1 && work >= 65536)
+    for (int j = 0; j < Hkv; j++)
+        skv_compensate(out + (size_t)j * g * d, q + (size_t)j * g * d, &args[j]);
+    /* 3. per lane, in order: the policy's step update, export, online matching */
+    for (int j = 0; j < Hkv; j++) {
+        const int nh = args[j].n_hot;
+        const int *pk = skv_kvcache_hot_pos_kv(kv, layer, j);
+        if (s->pol->wants_step && s->pol->on_step) s->pol->on_step(s->pol, layer, j, pk, s->probs + (size_t)j * N, nh);
+        if (head_p[j] && s->x_colsum) {
             /* export (SLM session): accumulated column sums and this step's row, by position */
             for (int u = 0; u < g; u++) {
                 const int h = j * g + u;
                 float *cs = s->x_colsum[layer] + (size_t)h * s->x_stride, *lr = s->x_lastrow[layer] + (size_t)h * s->x_stride;
                 memset(lr, 0, (size_t)n * sizeof(float));
-                for (int i = 0; i < nh; i++) { cs[pk[i]] += head_p[(size_t)u * nh + i]; lr[pk[i]] = head_p[(size_t)u * nh + i]; }
+                for (int i = 0; i < nh; i++) { cs[pk[i]] += head_p[j][(size_t)u * nh + i]; lr[pk[i]] = head_p[j][(size_t)u * nh + i]; }
             }
         }
-        if (head_p && online_pending) online_accumulate_step(s, layer, j, pk, nh, head_p);
-        free(head_p);
+        if (head_p[j] && online_pending) online_accumulate_step(s, layer, j, pk, nh, head_p[j]);
+        free(head_p[j]);
     }
     return 0;
 }
