@@ -32,6 +32,7 @@
 #include "../runtime/session.h"
 #include "../runtime/session_cuda.h"
 #include "../runtime/util.h"
+#include "support/tiny_model.h"
 #ifdef SKV_CUDA
 #include "../kernels/cuda/backend.h"
 #endif
@@ -46,10 +47,7 @@ static skv_model *smol;
 
 static int setup(void **st) {
     (void)st;
-    char path[1024];
-    const char *dir = getenv("SKV_MODELS_DIR");
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir && *dir ? dir : "models");
-    if (access(path, R_OK) == 0) smol = skv_model_load_gguf(path);
+    smol = test_load_smollm2();
     return 0;
 }
 

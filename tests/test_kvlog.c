@@ -28,17 +28,8 @@ static skv_model *tiny, *smol;
 
 static int setup(void **st) {
     (void)st;
-    tiny_model *t = tiny_model_new(SKV_ARCH_LLAMA, 42, 0, SKV_F32);
-    char path[256];
-    snprintf(path, sizeof path, "/tmp/skv_test_kvlog_%d.gguf", (int)getpid());
-    if (!t || tiny_model_write_gguf(t, path, SKV_F32)) return -1;
-    tiny_model_free(t);
-    tiny = skv_model_load_gguf(path);
-    unlink(path);
-    if (!tiny) return -1;
-    const char *dir = getenv("SKV_MODELS_DIR");
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir && *dir ? dir : "models");
-    if (access(path, R_OK) == 0) smol = skv_model_load_gguf(path);
+    if (!(tiny = tiny_model_load(SKV_ARCH_LLAMA, 42, "kvlog"))) return -1;
+    smol = test_load_smollm2();
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- building ---- */
 
@@ -331,4 +332,22 @@ int tiny_model_write_gguf(const tiny_model *m, const char *path, int type) {
     if (rc == 0) rc = gw_write(w, path);
     gw_free(w);
     return rc ? -1 : 0;
+}
+
+skv_model *tiny_model_load(skv_arch arch, uint64_t seed, const char *tag) {
+    tiny_model *t = tiny_model_new(arch, seed, 0, SKV_F32);
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/skv_test_%s_%d.gguf", tag, (int)getpid());
+    if (!t || tiny_model_write_gguf(t, path, SKV_F32)) { tiny_model_free(t); return NULL; }
+    tiny_model_free(t);
+    skv_model *m = skv_model_load_gguf(path);
+    unlink(path);
+    return m;
+}
+
+skv_model *test_load_smollm2(void) {
+    char path[1024];
+    const char *dir = getenv("SKV_MODELS_DIR");
+    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir && *dir ? dir : "models");
+    return access(path, R_OK) == 0 ? skv_model_load_gguf(path) : NULL;
 }

@@ -55,4 +55,11 @@ int tiny_write_safetensors(const char *path, const tiny_tensor *t, int n);
 int tiny_write_raw(const char *path, uint64_t header_len, const char *header, size_t header_bytes,
                    const void *data, size_t data_len);
 
+/* The tiny model (tiny_model_new(arch, seed, untied, F32)) written to a temporary GGUF file
+ * (/tmp/skv_test_<tag>_<pid>.gguf, removed again) and loaded. NULL + error. */
+skv_model *tiny_model_load(skv_arch arch, uint64_t seed, const char *tag);
+/* SmolLM2-135M-Instruct.Q4_1.gguf from $SKV_MODELS_DIR (default "models"), or NULL when the
+ * file is not there (the caller skips). */
+skv_model *test_load_smollm2(void);
+
 #endif
