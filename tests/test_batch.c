@@ -27,6 +27,7 @@
 #include "../runtime/session.h"
 #include "../runtime/util.h"
 #include "support/tiny_model.h"
+#include "support/test_util.h"
 
 static skv_model *tiny, *smol;
 
@@ -44,21 +45,11 @@ static int teardown(void **st) {
     return 0;
 }
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* max |a - b| / max(1, max |a|) */
 static double reldiff(const float *a, const float *b, int n) {
     double m = 0, s = 1;
     for (int i = 0; i < n; i++) { m = fmax(m, fabs((double)a[i] - b[i])); s = fmax(s, fabs(a[i])); }
     return m / s;
-}
-
-static void prompt(int *toks, int n, int vocab, uint32_t seed) {
-    for (int i = 0; i < n; i++) { seed = seed * 1664525u + 1013904223u; toks[i] = (int)((seed >> 8) % (uint32_t)vocab); }
 }
 
 /* n sequences with prompts of different lengths; then `steps` greedy steps batched (A)
@@ -76,11 +67,11 @@ static double plain_batch_vs_single(const skv_model *m, int n, int steps) {
         B[i] = skv_state_new(m, 128, 32, true);
         assert_non_null(A[i]); assert_non_null(B[i]);
         int np = 5 + 3 * i;
-        prompt(toks, np, V, 11 + i);
+        test_prompt(toks, np, V, 11 + i);
         skv_fwd_opts fo = {.logits = SKV_LOGITS_LAST};
         assert_int_equal(skv_forward(A[i], toks, np, &fo), 0);
         assert_int_equal(skv_forward(B[i], toks, np, &fo), 0);
-        tok[i] = argmax(B[i]->logits, V);
+        tok[i] = test_argmax(B[i]->logits, V);
     }
     skv_fwd_opts fo[16];
     for (int i = 0; i < n; i++) fo[i] = (skv_fwd_opts){.logits = SKV_LOGITS_LAST};
@@ -90,7 +81,7 @@ static double plain_batch_vs_single(const skv_model *m, int n, int steps) {
             assert_int_equal(skv_forward(B[i], &tok[i], 1, &fo[i]), 0);
             assert_int_equal(A[i]->n_past, B[i]->n_past);
             worst = fmax(worst, reldiff(B[i]->logits, A[i]->logits, V));
-            int ta = argmax(A[i]->logits, V), tb = argmax(B[i]->logits, V);
+            int ta = test_argmax(A[i]->logits, V), tb = test_argmax(B[i]->logits, V);
             if (ta != tb) assert_true(B[i]->logits[tb] - B[i]->logits[ta] < 1e-2f);
             tok[i] = tb;
         }
@@ -148,11 +139,11 @@ static void sessions_batch_vs_single(const skv_model *m, const char *policy, con
     for (int i = 0; i < n; i++) {
         A[i] = mk(m, policy, 0.3, slm, map, slm_budget);
         int np = 40 + 7 * i;
-        prompt(toks, np, V, 3 + i);
+        test_prompt(toks, np, V, 3 + i);
         assert_int_equal(skv_session_prefill(A[i], toks, np), 0);
         B[i] = skv_session_fork(A[i]);
         assert_non_null(B[i]);
-        tok[i] = argmax(skv_session_logits(B[i]), V);
+        tok[i] = test_argmax(skv_session_logits(B[i]), V);
     }
     for (int s = 0; s < steps; s++) {
         if (skv_session_step_batch(A, tok, n)) print_message("%s\n", skv_last_error());
@@ -160,7 +151,7 @@ static void sessions_batch_vs_single(const skv_model *m, const char *policy, con
             assert_int_equal(skv_session_step(B[i], tok[i]), 0);
             assert_int_equal(A[i]->n, B[i]->n);
             worst = fmax(worst, reldiff(skv_session_logits(B[i]), skv_session_logits(A[i]), V));
-            int ta = argmax(skv_session_logits(A[i]), V), tb = argmax(skv_session_logits(B[i]), V);
+            int ta = test_argmax(skv_session_logits(A[i]), V), tb = test_argmax(skv_session_logits(B[i]), V);
             assert_int_equal(ta, tb);
             tok[i] = tb;
         }

@@ -33,6 +33,7 @@
 #include "../runtime/session_cuda.h"
 #include "../runtime/util.h"
 #include "support/tiny_model.h"
+#include "support/test_util.h"
 #ifdef SKV_CUDA
 #include "../kernels/cuda/backend.h"
 #endif
@@ -69,13 +70,6 @@ static void need_gpu(void) {
 #endif
 }
 
-static int *identity_map(const skv_model *m) {
-    int n = m->cfg.n_layer * m->cfg.n_head;
-    int *map = malloc(sizeof(int) * n);
-    for (int i = 0; i < n; i++) map[i] = i;
-    return map;
-}
-
 static skv_session *mk(const skv_model *m, const char *policy, double budget, const int *map) {
     skv_session_opts o;
     skv_session_opts_default(&o);
@@ -96,10 +90,6 @@ static int argmax_margin(const float *x, int n, float *margin) {
     for (int i = 0; i < n; i++) if (i != b && (c < 0 || x[i] > x[c])) c = i;
     *margin = c >= 0 ? x[b] - x[c] : INFINITY;
     return b;
-}
-
-static void prompt(int *toks, int n, int vocab, uint32_t seed) {
-    for (int i = 0; i < n; i++) { seed = seed * 1664525u + 1013904223u; toks[i] = (int)((seed >> 8) % (uint32_t)vocab); }
 }
 
 /* positions hot (K+V) in one session and not in the other, over all lanes */
@@ -128,8 +118,8 @@ static void gpu_vs_cpu(const char *policy) {
     if (!smol) { print_message("skipped: models/SmolLM2-135M-Instruct.Q4_1.gguf missing\n"); skip(); }
     const int V = smol->cfg.vocab;
     int toks[PROMPT];
-    prompt(toks, PROMPT, V, 99);
-    int *map = identity_map(smol);
+    test_prompt(toks, PROMPT, V, 99);
+    int *map = test_identity_map(smol);
     skv_session *cpu = mk(smol, policy, 0.2, map), *gpu = mk(smol, policy, 0.2, map);
     assert_int_equal(skv_session_prefill(cpu, toks, PROMPT), 0);
     assert_int_equal(skv_session_prefill(gpu, toks, PROMPT), 0);
@@ -188,14 +178,14 @@ static void test_gpu_smallkv(void **st) { (void)st; gpu_vs_cpu("smallkv"); }
 static void test_refusals(void **st) {
     (void)st;
     if (!smol) { print_message("skipped: models/SmolLM2-135M-Instruct.Q4_1.gguf missing\n"); skip(); }
-    int *map = identity_map(smol);
+    int *map = test_identity_map(smol);
     skv_session *s = mk(smol, "h2o", 0.2, map);
     /* not prefilled */
     assert_int_equal(skv_session_cuda_check(s), -1);
     print_message("expected: %s\n", skv_last_error());
     assert_non_null(strstr(skv_last_error(), "prefill"));
     int toks[40];
-    prompt(toks, 40, smol->cfg.vocab, 3);
+    test_prompt(toks, 40, smol->cfg.vocab, 3);
     assert_int_equal(skv_session_prefill(s, toks, 40), 0);
     assert_int_equal(skv_session_cuda_check(s), 0);
     /* attaching: without CUDA or a GPU the reason is named */

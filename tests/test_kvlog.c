@@ -23,6 +23,7 @@
 #include "../runtime/session.h"
 #include "../runtime/util.h"
 #include "support/tiny_model.h"
+#include "support/test_util.h"
 
 static skv_model *tiny, *smol;
 
@@ -134,23 +135,6 @@ static long differences(const skv_kvcache *c, const mirror *r) {
 
 /* ---------------------------------------------------------------- sessions */
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static void prompt(int *toks, int n, int vocab, uint32_t seed) {
-    for (int i = 0; i < n; i++) { seed = seed * 1664525u + 1013904223u; toks[i] = (int)((seed >> 8) % (uint32_t)vocab); }
-}
-
-static int *identity_map(const skv_model *m) {
-    int n = m->cfg.n_layer * m->cfg.n_head;
-    int *map = malloc(sizeof(int) * n);
-    for (int i = 0; i < n; i++) map[i] = i;
-    return map;
-}
-
 static skv_session *mk(const skv_model *m, const char *policy, double budget, int T_max, const int *map) {
     skv_session_opts o;
     skv_session_opts_default(&o);
@@ -171,8 +155,8 @@ static void run_case(const skv_model *m, const char *policy, double budget, int 
                      bool second_prefill) {
     const int V = m->cfg.vocab;
     int toks[256];
-    prompt(toks, np, V, 7);
-    int *map = identity_map(m);
+    test_prompt(toks, np, V, 7);
+    int *map = test_identity_map(m);
     skv_session *s = mk(m, policy, budget, 64, map);
     mirror *r = mirror_new(s->kv);
     assert_int_equal(skv_session_prefill(s, toks, np), 0);
@@ -180,7 +164,7 @@ static void run_case(const skv_model *m, const char *policy, double budget, int 
     assert_int_equal(differences(s->kv, r), 0);
     int checks = 1;
     for (int i = 0; i < steps; i++) {
-        assert_int_equal(skv_session_step(s, argmax(skv_session_logits(s), V)), 0);
+        assert_int_equal(skv_session_step(s, test_argmax(skv_session_logits(s), V)), 0);
         if ((i + 1) % every == 0 || i + 1 == steps) {
             rows += msync_(s->kv, r);
             assert_int_equal(differences(s->kv, r), 0);
@@ -191,13 +175,13 @@ static void run_case(const skv_model *m, const char *policy, double budget, int 
         assert_int_equal(skv_session_prefill(s, toks, 40), 0);
         rows += msync_(s->kv, r);
         assert_int_equal(differences(s->kv, r), 0);
-        assert_int_equal(skv_session_step(s, argmax(skv_session_logits(s), V)), 0);
+        assert_int_equal(skv_session_step(s, test_argmax(skv_session_logits(s), V)), 0);
         rows += msync_(s->kv, r);
         assert_int_equal(differences(s->kv, r), 0);
         checks += 2;
     }
     /* a lost log resynchronises everything */
-    assert_int_equal(skv_session_step(s, argmax(skv_session_logits(s), V)), 0);
+    assert_int_equal(skv_session_step(s, test_argmax(skv_session_logits(s), V)), 0);
     s->kv->log->lost = true;
     rows += msync_(s->kv, r);
     assert_int_equal(differences(s->kv, r), 0);
@@ -234,8 +218,8 @@ static void test_stale_detected(void **st) {
     (void)st;
     const int V = tiny->cfg.vocab;
     int toks[128];
-    prompt(toks, 100, V, 3);
-    int *map = identity_map(tiny);
+    test_prompt(toks, 100, V, 3);
+    int *map = test_identity_map(tiny);
     const char *pols[] = {"h2o", "smallkv"};
     for (int p = 0; p < 2; p++) {
         skv_session *s = mk(tiny, pols[p], 0.2, 64, map);
@@ -243,7 +227,7 @@ static void test_stale_detected(void **st) {
         assert_int_equal(skv_session_prefill(s, toks, 100), 0);
         msync_(s->kv, r);
         assert_int_equal(differences(s->kv, r), 0);
-        for (int i = 0; i < 3; i++) assert_int_equal(skv_session_step(s, argmax(skv_session_logits(s), V)), 0);
+        for (int i = 0; i < 3; i++) assert_int_equal(skv_session_step(s, test_argmax(skv_session_logits(s), V)), 0);
         long d = differences(s->kv, r);
         print_message("%s: %ld used slots differ after 3 unsynced steps\n", pols[p], d);
         assert_true(d > 0);
@@ -260,8 +244,8 @@ static void test_log_is_passive(void **st) {
     (void)st;
     const int V = tiny->cfg.vocab;
     int toks[128];
-    prompt(toks, 90, V, 11);
-    int *map = identity_map(tiny);
+    test_prompt(toks, 90, V, 11);
+    int *map = test_identity_map(tiny);
     skv_session_opts o;
     skv_session_opts_default(&o);
     o.policy = "smallkv"; o.budget = 0.25; o.max_ctx = 512; o.T_max = 32; o.slm = tiny; o.map = map;
@@ -272,7 +256,7 @@ static void test_log_is_passive(void **st) {
     assert_int_equal(skv_session_prefill(b, toks, 90), 0);
     for (int i = 0; i < 20; i++) {
         assert_memory_equal(skv_session_logits(a), skv_session_logits(b), sizeof(float) * V);
-        int t = argmax(skv_session_logits(a), V);
+        int t = test_argmax(skv_session_logits(a), V);
         assert_int_equal(skv_session_step(a, t), 0);
         assert_int_equal(skv_session_step(b, t), 0);
     }

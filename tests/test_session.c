@@ -25,6 +25,7 @@
 #include "../runtime/session.h"
 #include "../runtime/util.h"
 #include "support/tiny_model.h"
+#include "support/test_util.h"
 
 static skv_model *tiny, *smol;
 
@@ -63,20 +64,10 @@ static void need_hook(const skv_model *m) {
     if (!forward_has_hook(m)) { print_message("forward pass has no attn hook yet: skipping\n"); skip(); }
 }
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
-}
-
 static float maxdiff(const float *a, const float *b, int n) {
     float m = 0;
     for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
     return m;
-}
-
-static void prompt(int *toks, int n, int vocab, uint32_t seed) {
-    for (int i = 0; i < n; i++) { seed = seed * 1664525u + 1013904223u; toks[i] = (int)((seed >> 8) % (uint32_t)vocab); }
 }
 
 static skv_session *mk(const skv_model *m, const char *policy, double budget, int T_max, const skv_model *slm,
@@ -95,18 +86,11 @@ static skv_session *mk(const skv_model *m, const char *policy, double budget, in
     return s;
 }
 
-static int *identity_map(const skv_model *m) {
-    int n = m->cfg.n_layer * m->cfg.n_head;
-    int *map = malloc(sizeof(int) * n);
-    for (int i = 0; i < n; i++) map[i] = i;
-    return map;
-}
-
 /* full session vs plain forward: greedy tokens equal, logits within tol */
 static void full_vs_plain(const skv_model *m, int np, int steps, int T_max, float tol) {
     const int V = m->cfg.vocab;
     int toks[256];
-    prompt(toks, np, V, 99);
+    test_prompt(toks, np, V, 99);
     skv_state *st = skv_state_new(m, 512, T_max, true);
     skv_session *s = mk(m, "full", 1.0, T_max, NULL, NULL);
     skv_fwd_opts fo = {0};
@@ -119,7 +103,7 @@ static void full_vs_plain(const skv_model *m, int np, int steps, int T_max, floa
     assert_int_equal(skv_session_prefill(s, toks, np), 0);
     float worst = maxdiff(st->logits, skv_session_logits(s), V);
     for (int i = 0; i < steps; i++) {
-        int a = argmax(st->logits, V), b = argmax(skv_session_logits(s), V);
+        int a = test_argmax(st->logits, V), b = test_argmax(skv_session_logits(s), V);
         /* token for token; a flip is only allowed where the plain pass's own top-2 margin
          * is within tol (random prompts give flat distributions) */
         if (a != b) {
@@ -155,7 +139,7 @@ static void test_second_prefill_full(void **st) {
     need_hook(tiny);
     const int V = tiny->cfg.vocab;
     int toks[80];
-    prompt(toks, 70, V, 77);
+    test_prompt(toks, 70, V, 77);
     skv_state *p = skv_state_new(tiny, 512, 16, true);
     skv_fwd_opts fo = {0};
     for (int t = 0; t < 70; t += 14) {
@@ -185,15 +169,15 @@ static void test_full_equals_plain_smollm2(void **st) {
 static void smallkv_full_budget(const skv_model *m, int np, int steps) {
     const int V = m->cfg.vocab;
     int toks[256];
-    prompt(toks, np, V, 5);
-    int *map = identity_map(m);
+    test_prompt(toks, np, V, 5);
+    int *map = test_identity_map(m);
     skv_session *a = mk(m, "full", 1.0, 16, NULL, NULL);
     skv_session *b = mk(m, "smallkv", 1.0, 16, m, map);
     assert_int_equal(skv_session_prefill(a, toks, np), 0);
     assert_int_equal(skv_session_prefill(b, toks, np), 0);
     for (int i = 0; i < steps; i++) {
         assert_true(maxdiff(skv_session_logits(a), skv_session_logits(b), V) == 0.0f);
-        int t = argmax(skv_session_logits(a), V);
+        int t = test_argmax(skv_session_logits(a), V);
         assert_int_equal(skv_session_step(a, t), 0);
         assert_int_equal(skv_session_step(b, t), 0);
     }
@@ -214,8 +198,8 @@ static void test_budgets_hold(void **st) {
     const char *pols[] = {"streamingllm", "h2o", "snapkv", "pyramidkv", "adakv", "ems", "smallkv"};
     const int V = tiny->cfg.vocab, np = 120;
     int toks[256];
-    prompt(toks, np, V, 17);
-    int *map = identity_map(tiny);
+    test_prompt(toks, np, V, 17);
+    int *map = test_identity_map(tiny);
     for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++) {
         skv_session *s = mk(tiny, pols[p], 0.3, 32, tiny, map);
         assert_int_equal(skv_session_prefill(s, toks, np), 0);
@@ -231,7 +215,7 @@ static void test_budgets_hold(void **st) {
             size_t row = (size_t)tiny->cfg.head_dim * 2;
             size_t lanes = (size_t)tiny->cfg.n_layer * tiny->cfg.n_kv_head;
             assert_true(r.hot_cap <= (size_t)(r.budget_tokens * 2 * 2 * 1.125 * row) + lanes * 48 * row);
-            int t = argmax(skv_session_logits(s), V);
+            int t = test_argmax(skv_session_logits(s), V);
             assert_true(isfinite(skv_session_logits(s)[t]));
             assert_int_equal(skv_session_step(s, t), 0);
         }
@@ -258,18 +242,18 @@ static void test_fork(void **st) {
     need_hook(tiny);
     const int V = tiny->cfg.vocab;
     int toks[64];
-    prompt(toks, 50, V, 23);
-    int *map = identity_map(tiny);
+    test_prompt(toks, 50, V, 23);
+    int *map = test_identity_map(tiny);
     const char *pols[] = {"h2o", "smallkv", "snapkv", "ems"};
     for (int p = 0; p < 4; p++) {
         skv_session *a = mk(tiny, pols[p], 0.4, 16, tiny, map);
         assert_int_equal(skv_session_prefill(a, toks, 50), 0);
-        for (int i = 0; i < 5; i++) assert_int_equal(skv_session_step(a, argmax(skv_session_logits(a), V)), 0);
+        for (int i = 0; i < 5; i++) assert_int_equal(skv_session_step(a, test_argmax(skv_session_logits(a), V)), 0);
         skv_session *b = skv_session_fork(a);
         assert_non_null(b);
         for (int i = 0; i < 15; i++) {
             assert_memory_equal(skv_session_logits(a), skv_session_logits(b), sizeof(float) * V);
-            int t = argmax(skv_session_logits(a), V);
+            int t = test_argmax(skv_session_logits(a), V);
             assert_int_equal(skv_session_step(a, t), 0);
             assert_int_equal(skv_session_step(b, t), 0);
         }
@@ -289,8 +273,8 @@ static void test_fork_shares_cold(void **st) {
     need_hook(tiny);
     const int V = tiny->cfg.vocab, np = 60, nf = 8;
     int toks[64];
-    prompt(toks, np, V, 41);
-    int *map = identity_map(tiny);
+    test_prompt(toks, np, V, 41);
+    int *map = test_identity_map(tiny);
     skv_session *a = mk(tiny, "smallkv", 0.3, 16, tiny, map);
     assert_int_equal(skv_session_prefill(a, toks, np), 0);
     skv_session *f[8];
@@ -330,8 +314,8 @@ static void test_derive(void **st) {
     need_hook(tiny);
     const int V = tiny->cfg.vocab, np = 70;
     int toks[128];
-    prompt(toks, np, V, 29);
-    int *map = identity_map(tiny);
+    test_prompt(toks, np, V, 29);
+    int *map = test_identity_map(tiny);
     skv_session_opts bo;
     skv_session_opts_default(&bo);
     bo.max_ctx = 512; bo.T_max = 32; bo.slm = tiny; bo.prefill_base = true;
@@ -358,7 +342,7 @@ static void test_derive(void **st) {
         assert_non_null(d);
         for (int t = 0; t < 15; t++) {
             assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
-            int nx = argmax(skv_session_logits(a), V);
+            int nx = test_argmax(skv_session_logits(a), V);
             assert_int_equal(skv_session_step(a, nx), 0);
             assert_int_equal(skv_session_step(d, nx), 0);
         }
@@ -393,8 +377,8 @@ static void test_slm_budget(void **st) {
     need_hook(tiny);
     const int V = tiny->cfg.vocab, np = 100;
     int toks[128];
-    prompt(toks, np, V, 53);
-    int *map = identity_map(tiny);
+    test_prompt(toks, np, V, 53);
+    int *map = test_identity_map(tiny);
     skv_session_opts o;
     skv_session_opts_default(&o);
     o.policy = "smallkv"; o.budget = 0.3; o.max_ctx = 256; o.T_max = 32; o.slm = tiny; o.map = map;
@@ -411,7 +395,7 @@ static void test_slm_budget(void **st) {
     float worst = 0;
     for (int i = 0; i < 20; i++) {
         worst = fmaxf(worst, maxdiff(skv_session_logits(a), skv_session_logits(b), V));
-        int t = argmax(skv_session_logits(a), V);
+        int t = test_argmax(skv_session_logits(a), V);
         assert_int_equal(skv_session_step(a, t), 0);
         assert_int_equal(skv_session_step(b, t), 0);
         assert_int_equal(skv_session_step(c, t), 0);
@@ -437,7 +421,7 @@ static void test_online_map_defers(void **st) {
     need_hook(tiny);
     const int V = tiny->cfg.vocab;
     int toks[256];
-    prompt(toks, 150, V, 31);
+    test_prompt(toks, 150, V, 31);
     skv_session_opts o;
     skv_session_opts_default(&o);
     o.policy = "smallkv"; o.budget = 0.3; o.max_ctx = 512; o.T_max = 32; o.slm = tiny; o.online_map = true;
@@ -448,7 +432,7 @@ static void test_online_map_defers(void **st) {
     skv_session_mem_report(s, &r);
     assert_false(s->mapped);
     assert_float_equal(r.hot_tokens, 50.0 * tiny->cfg.n_layer * tiny->cfg.n_kv_head, 1e-9);   /* everything kept */
-    for (int i = 0; i < 20; i++) assert_int_equal(skv_session_step(s, argmax(skv_session_logits(s), V)), 0);
+    for (int i = 0; i < 20; i++) assert_int_equal(skv_session_step(s, test_argmax(skv_session_logits(s), V)), 0);
     assert_false(s->mapped);
     assert_int_equal(skv_session_prefill(s, toks + 70, 60), 0);    /* 130 tokens: matched */
     assert_true(s->mapped);

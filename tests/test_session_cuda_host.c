@@ -60,6 +60,7 @@
 
 #include "../kernels/cpu/compensate.h"
 #include "support/tiny_model.h"
+#include "support/test_util.h"
 
 /* ---------------------------------------------------------------- fake device */
 
@@ -179,23 +180,6 @@ static int teardown(void **st) {
     return 0;
 }
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static void prompt(int *toks, int n, int vocab, uint32_t seed) {
-    for (int i = 0; i < n; i++) { seed = seed * 1664525u + 1013904223u; toks[i] = (int)((seed >> 8) % (uint32_t)vocab); }
-}
-
-static int *identity_map(const skv_model *m) {
-    int n = m->cfg.n_layer * m->cfg.n_head;
-    int *map = malloc(sizeof(int) * n);
-    for (int i = 0; i < n; i++) map[i] = i;
-    return map;
-}
-
 static skv_session *mk(const skv_model *m, const char *policy, double budget, const int *map, bool f16) {
     skv_session_opts o;
     skv_session_opts_default(&o);
@@ -214,8 +198,8 @@ static skv_session *mk(const skv_model *m, const char *policy, double budget, co
 static void same_as_cpu(const skv_model *m, const char *policy, double budget, int np, int steps, bool f16) {
     const int V = m->cfg.vocab;
     int toks[256];
-    prompt(toks, np, V, 31);
-    int *map = identity_map(m);
+    test_prompt(toks, np, V, 31);
+    int *map = test_identity_map(m);
     skv_session *cpu = mk(m, policy, budget, map, f16), *gpu = mk(m, policy, budget, map, f16);
     assert_int_equal(skv_session_prefill(cpu, toks, np), 0);
     assert_int_equal(skv_session_prefill(gpu, toks, np), 0);
@@ -224,7 +208,7 @@ static void same_as_cpu(const skv_model *m, const char *policy, double budget, i
     if (!g) fail_msg("%s: attach: %s", policy, skv_last_error());
     assert_int_equal(fake_session_verify(g), 0);
     for (int i = 0; i < steps; i++) {
-        int t = argmax(skv_session_logits(cpu), V);
+        int t = test_argmax(skv_session_logits(cpu), V);
         assert_int_equal(skv_session_step(cpu, t), 0);
         if (fake_session_step(g, t)) fail_msg("%s step %d: %s", policy, i, skv_last_error());
         if (memcmp(skv_session_logits(cpu), skv_session_logits(gpu), sizeof(float) * V) != 0)
@@ -268,8 +252,8 @@ static void test_failure_in_step(void **st) {
     (void)st;
     const int V = tiny->cfg.vocab;
     int toks[128];
-    prompt(toks, 100, V, 5);
-    int *map = identity_map(tiny);
+    test_prompt(toks, 100, V, 5);
+    int *map = test_identity_map(tiny);
     const char *pols[] = {"h2o", "smallkv", "full"};
     for (int p = 0; p < 3; p++)
         for (long k = 0; k < 6; k++) {
@@ -280,7 +264,7 @@ static void test_failure_in_step(void **st) {
             assert_non_null(g);
             allocs_left = k;   /* the k-th allocation from here fails */
             int rc = 0, i = 0;
-            for (; i < 40 && rc == 0; i++) rc = fake_session_step(g, argmax(skv_session_logits(s), V));
+            for (; i < 40 && rc == 0; i++) rc = fake_session_step(g, test_argmax(skv_session_logits(s), V));
             allocs_left = -1;
             if (rc) {
                 if (k == 0) print_message("%s: step %d failed: %s\n", pols[p], i, skv_last_error());

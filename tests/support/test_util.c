@@ -1,0 +1,21 @@
+/* test_util.c: small helpers shared by the session tests (see test_util.h). */
+#include "test_util.h"
+#include <stdlib.h>
+
+int test_argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
+    return b;
+}
+
+void test_prompt(int *toks, int n, int vocab, uint32_t seed) {
+    for (int i = 0; i < n; i++) { seed = seed * 1664525u + 1013904223u; toks[i] = (int)((seed >> 8) % (uint32_t)vocab); }
+}
+
+int *test_identity_map(const skv_model *m) {
+    const int n = m->cfg.n_layer * m->cfg.n_head;
+    int *map = malloc(sizeof(int) * (size_t)n);
+    if (map)
+        for (int i = 0; i < n; i++) map[i] = i;
+    return map;
+}
