@@ -85,6 +85,8 @@ void skv_hf_free(void *hf);
  * copy is kept and the model runs on the stored blocks). */
 int skv_model_pack(skv_model *m);
 void skv_model_unpack(skv_model *m);
+/* Bytes the decode copies of m take (or would take), made or not. */
+size_t skv_model_pack_size(skv_model *m);
 
 /* Bytes of K+V per token for the whole model at the given cache element size. */
 size_t skv_model_kv_bytes_per_token(const skv_model *m, size_t elem_bytes);

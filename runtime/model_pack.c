@@ -35,6 +35,16 @@ static int pack_one(skv_weight *w) {
     return 1;
 }
 
+size_t skv_model_pack_size(skv_model *m) {
+    size_t total = 0;
+    for (int i = 0; i < n_mats(m); i++) {
+        const skv_weight *w = mat_at(m, i);
+        if (w->data && skv_pack_supported(w->type, w->cols))
+            total += skv_row_bytes(w->type, w->cols) * (size_t)w->rows;
+    }
+    return total;
+}
+
 int skv_model_pack(skv_model *m) {
     for (int i = 0; i < n_mats(m); i++) {
         skv_weight *w = mat_at(m, i);

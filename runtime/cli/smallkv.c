@@ -8,6 +8,7 @@
 #include "../util.h"
 #include "../../kernels/cpu/quant.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *USAGE =
@@ -50,6 +51,7 @@ int cmd_info(int argc, char **argv) {
         path = argv[i];
     }
     if (!path) return cli_usage_error(INFO_USAGE, "info: missing MODEL");
+    setenv("SKV_PACK", "0", 0);   /* info reads shapes only: no decode copies (their size is computed) */
     skv_model *m = cli_load(path);
     if (!m) return CLI_ERR;
     const skv_config *c = &m->cfg;
@@ -90,9 +92,10 @@ int cmd_info(int argc, char **argv) {
     }
     human(total, b1, sizeof b1);
     printf("total weights   %zu bytes (%s)\n", total, b1);
-    human(m->pack_bytes, b1, sizeof b1);
-    printf("decode copies   %zu bytes (%s)%s\n", m->pack_bytes, b1,
-           m->pack_bytes ? ": Q4/Q5 matrices regrouped in block pairs for decode (SKV_PACK=0: none)" : "");
+    const size_t pk = skv_model_pack_size(m);
+    human(pk, b1, sizeof b1);
+    printf("decode copies   %zu bytes (%s)%s\n", pk, b1,
+           pk ? " made at load for generation: Q4/Q5 matrices regrouped in block pairs (SKV_PACK=0: none)" : "");
     size_t k16 = skv_model_kv_bytes_per_token(m, 2), k32 = skv_model_kv_bytes_per_token(m, 4);
     human(k16, b1, sizeof b1);
     human(k32, b2, sizeof b2);
