@@ -11,7 +11,7 @@
  * _mm256_cvtph_ps); exp is a vectorised Cephes-style polynomial (relative error ~2e-7). skv_attention_ref is the plain scalar
  * version with expf. */
 #include "attention.h"
-#include "simd_exp.h"
+#include "simd_math.h"
 #include "../../runtime/util.h"
 #include <immintrin.h>
 #include <math.h>
@@ -64,18 +64,6 @@ void skv_attention_ref(float *out, const float *q, const void *kc, const void *v
 
 /* ---------------- fast path ---------------- */
 
-static inline __m256 load8(const void *c, bool f16, size_t i) {
-    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)c + i)))
-               : _mm256_loadu_ps((const float *)c + i);
-}
-
-static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* One (head, row): out (d) and the normalised row p (n). K, V point at the kv head. */
 static inline __attribute__((always_inline)) void attn_row(float *o, const float *qv, const void *K, const void *V, bool f16, int d, int n,
                      float scale, float *p) {
@@ -86,45 +74,23 @@ static inline __attribute__((always_inline)) void attn_row(float *o, const float
     if (d8 == d) {
         __m256 vmx = _mm256_set1_ps(-INFINITY), vsc = _mm256_set1_ps(scale);
         for (; k + 8 <= n; k += 8) {
-            __m256 c[8];
-            for (int j = 0; j < 8; j++) c[j] = _mm256_setzero_ps();
-            for (int i = 0; i < d; i += 8) {
-                __m256 qi = _mm256_loadu_ps(qv + i);
-                for (int j = 0; j < 8; j++) c[j] = _mm256_fmadd_ps(qi, load8(K, f16, (size_t)(k + j) * d + i), c[j]);
-            }
-            __m256 t0 = _mm256_hadd_ps(c[0], c[1]), t1 = _mm256_hadd_ps(c[2], c[3]);
-            __m256 t2 = _mm256_hadd_ps(c[4], c[5]), t3 = _mm256_hadd_ps(c[6], c[7]);
-            __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-            __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-            sv = _mm256_mul_ps(sv, vsc);
+            const __m256 sv = _mm256_mul_ps(skv_dot8_keys(qv, K, f16, (size_t)k, d), vsc);
             _mm256_storeu_ps(p + k, sv);
             vmx = _mm256_max_ps(vmx, sv);
         }
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmx), _mm256_extractf128_ps(vmx, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        mx = _mm_cvtss_f32(h);
+        mx = skv_hmax8(vmx);
     }
     for (; k < n; k++) {
         const size_t row = (size_t)k * d;
         __m256 acc = _mm256_setzero_ps();
-        for (int i = 0; i < d8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + i), load8(K, f16, row + i), acc);
-        float s = hsum8(acc);
+        for (int i = 0; i < d8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + i), skv_load8(K, f16, row + i), acc);
+        float s = skv_hsum8(acc);
         for (int i = d8; i < d; i++) s += qv[i] * kv_at(K, f16, row + i);
         s *= scale;
         p[k] = s;
         mx = s > mx ? s : mx;
     }
-    /* exp and sum */
-    __m256 vmx = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
-    for (k = 0; k + 8 <= n; k += 8) {
-        __m256 e = skv_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + k), vmx));
-        _mm256_storeu_ps(p + k, e);
-        vs = _mm256_add_ps(vs, e);
-    }
-    float sum = hsum8(vs);
-    for (; k < n; k++) { p[k] = expf(p[k] - mx); sum += p[k]; }
-    const float inv = 1.0f / sum;
+    const float inv = 1.0f / skv_exp_sum(p, n, mx);
     __m256 vinv = _mm256_set1_ps(inv);
     for (k = 0; k + 8 <= n; k += 8) _mm256_storeu_ps(p + k, _mm256_mul_ps(_mm256_loadu_ps(p + k), vinv));
     for (; k < n; k++) p[k] *= inv;
@@ -136,13 +102,13 @@ static inline __attribute__((always_inline)) void attn_row(float *o, const float
         for (k = 0; k < n; k++) {
             __m256 pk = _mm256_broadcast_ss(p + k);
             const size_t row = (size_t)k * d + i0;
-            for (int j = 0; j < 8; j++) c[j] = _mm256_fmadd_ps(pk, load8(V, f16, row + 8 * j), c[j]);
+            for (int j = 0; j < 8; j++) c[j] = _mm256_fmadd_ps(pk, skv_load8(V, f16, row + 8 * j), c[j]);
         }
         for (int j = 0; j < 8; j++) _mm256_storeu_ps(o + i0 + 8 * j, c[j]);
     }
     for (; i0 + 8 <= d; i0 += 8) {
         __m256 c = _mm256_setzero_ps();
-        for (k = 0; k < n; k++) c = _mm256_fmadd_ps(_mm256_broadcast_ss(p + k), load8(V, f16, (size_t)k * d + i0), c);
+        for (k = 0; k < n; k++) c = _mm256_fmadd_ps(_mm256_broadcast_ss(p + k), skv_load8(V, f16, (size_t)k * d + i0), c);
         _mm256_storeu_ps(o + i0, c);
     }
     for (; i0 < d; i0++) {
@@ -237,49 +203,22 @@ static inline __attribute__((always_inline)) void dec_unit(const float *q, const
             const float *qv = q + (size_t)g * d;
             float *pg = p[g] + kt;
             int j = 0;
-            for (; j + 8 <= nt; j += 8) {
-                const float *kr = Kt + (size_t)j * d;
-                __m256 c[8];
-                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) c[r] = _mm256_setzero_ps();
-                for (int i = 0; i < d; i += 8) {
-                    __m256 qi = _mm256_loadu_ps(qv + i);
-                    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) c[r] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(kr + (size_t)r * d + i), c[r]);
-                }
-                __m256 t0 = _mm256_hadd_ps(c[0], c[1]), t1 = _mm256_hadd_ps(c[2], c[3]);
-                __m256 t2 = _mm256_hadd_ps(c[4], c[5]), t3 = _mm256_hadd_ps(c[6], c[7]);
-                __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-                __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-                _mm256_storeu_ps(pg + j, _mm256_mul_ps(sv, vsc));
-            }
+            for (; j + 8 <= nt; j += 8)
+                _mm256_storeu_ps(pg + j, _mm256_mul_ps(skv_dot8_keys(qv, Kt, false, (size_t)j, d), vsc));
             for (; j < nt; j++) {
                 __m256 acc = _mm256_setzero_ps();
                 for (int i = 0; i < d; i += 8)
                     acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + i), _mm256_loadu_ps(Kt + (size_t)j * d + i), acc);
-                pg[j] = hsum8(acc) * scale;
+                pg[j] = skv_hsum8(acc) * scale;
             }
         }
     }
     /* per head: m, e = exp(s - m) in place, l = sum e; o = 0 */
     for (int g = 0; g < grp; g++) {
-        float *pg = p[g];
-        __m256 vm = _mm256_set1_ps(-INFINITY);
-        int k = k0;
-        for (; k + 8 <= k1; k += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(pg + k));
-        __m128 hm = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
-        hm = _mm_max_ps(hm, _mm_movehl_ps(hm, hm));
-        float mx = _mm_cvtss_f32(_mm_max_ss(hm, _mm_movehdup_ps(hm)));
-        for (; k < k1; k++) mx = pg[k] > mx ? pg[k] : mx;
-        __m256 vmx = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
-        k = k0;
-        for (; k + 8 <= k1; k += 8) {
-            __m256 e = skv_exp8(_mm256_sub_ps(_mm256_loadu_ps(pg + k), vmx));
-            _mm256_storeu_ps(pg + k, e);
-            vs = _mm256_add_ps(vs, e);
-        }
-        float l = hsum8(vs);
-        for (; k < k1; k++) { pg[k] = expf(pg[k] - mx); l += pg[k]; }
+        float *pg = p[g] + k0;
+        const float mx = skv_max_row(pg, k1 - k0);
         part[g][0] = mx;
-        part[g][1] = l;
+        part[g][1] = skv_exp_sum(pg, k1 - k0, mx);
         memset(part[g] + 2, 0, (size_t)d * sizeof(float));
     }
     /* o += e[k] V[k], 64 columns (8 registers) at a time */

@@ -1,9 +1,9 @@
 /* compensate.c: attention over the hot tier + marginal compensation (see compensate.h).
  * skv_compensate_ref is the plain scalar definition; skv_compensate does the dots (8 slots
- * per step, transpose-added), the softmax (polynomial exp, simd_exp.h) and the V sums with
+ * per step, transpose-added), the softmax (polynomial exp, simd_math.h) and the V sums with
  * AVX2 (fp16 rows converted with F16C) and is tested against it. */
 #include "compensate.h"
-#include "simd_exp.h"
+#include "simd_math.h"
 #include "../../runtime/util.h"
 #include <immintrin.h>
 #include <math.h>
@@ -66,61 +66,21 @@ void skv_compensate_ref(float *out, const float *q, const skv_comp_args *a) {
     }
 }
 
-static inline __m256 load8(const void *p, bool f16, size_t i) {
-    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)))
-               : _mm256_loadu_ps((const float *)p + i);
-}
-
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* p[s] = q . K[s] * scale for the slots s < n rounded down to 8, 8 at a time (d % 8 == 0):
- * 8 accumulators over d, reduced by a transpose-add. Returns the number of slots done. */
+/* p[s] = q . K[s] * scale for the slots s < n rounded down to 8, 8 at a time (d % 8 == 0).
+ * Returns the number of slots done. */
 static int scores8(float *p, const float *q, const void *K, bool f16, int d, int n, float scale) {
     const __m256 vsc = _mm256_set1_ps(scale);
     int s = 0;
-    for (; s + 8 <= n; s += 8) {
-        __m256 c[8];
-        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) c[j] = _mm256_setzero_ps();
-        for (int i = 0; i < d; i += 8) {
-            const __m256 qi = _mm256_loadu_ps(q + i);
-            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-                c[j] = _mm256_fmadd_ps(qi, load8(K, f16, (size_t)(s + j) * d + i), c[j]);
-        }
-        __m256 t0 = _mm256_hadd_ps(c[0], c[1]), t1 = _mm256_hadd_ps(c[2], c[3]);
-        __m256 t2 = _mm256_hadd_ps(c[4], c[5]), t3 = _mm256_hadd_ps(c[6], c[7]);
-        __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-        __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-        _mm256_storeu_ps(p + s, _mm256_mul_ps(sv, vsc));
-    }
+    for (; s + 8 <= n; s += 8) _mm256_storeu_ps(p + s, _mm256_mul_ps(skv_dot8_keys(q, K, f16, (size_t)s, d), vsc));
     return s;
 }
 
-/* p (n) <- softmax(p), 8 at a time with the polynomial exp (simd_exp.h) */
+/* p (n) <- softmax(p) */
 static void softmax_row(float *p, int n) {
-    __m256 vm = _mm256_set1_ps(-INFINITY);
-    int s = 0;
-    for (; s + 8 <= n; s += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(p + s));
-    __m128 hm = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
-    hm = _mm_max_ps(hm, _mm_movehl_ps(hm, hm));
-    float mx = _mm_cvtss_f32(_mm_max_ss(hm, _mm_movehdup_ps(hm)));
-    for (; s < n; s++) mx = p[s] > mx ? p[s] : mx;
-    const __m256 vmx = _mm256_set1_ps(mx);
-    __m256 vs = _mm256_setzero_ps();
-    for (s = 0; s + 8 <= n; s += 8) {
-        const __m256 e = skv_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + s), vmx));
-        _mm256_storeu_ps(p + s, e);
-        vs = _mm256_add_ps(vs, e);
-    }
-    float sum = hsum(vs);
-    for (; s < n; s++) { p[s] = expf(p[s] - mx); sum += p[s]; }
-    const float inv = 1.0f / sum;
+    const float inv = 1.0f / skv_exp_sum(p, n, skv_max_row(p, n));
     const __m256 vinv = _mm256_set1_ps(inv);
-    for (s = 0; s + 8 <= n; s += 8) _mm256_storeu_ps(p + s, _mm256_mul_ps(_mm256_loadu_ps(p + s), vinv));
+    int s = 0;
+    for (; s + 8 <= n; s += 8) _mm256_storeu_ps(p + s, _mm256_mul_ps(_mm256_loadu_ps(p + s), vinv));
     for (; s < n; s++) p[s] *= inv;
 }
 
@@ -133,17 +93,17 @@ static void wsum_rows(float *o, const float *w, const void *X, bool f16, int n, 
         for (int s = 0; s < n; s++) {
             __m256 ws = _mm256_broadcast_ss(w + s);
             size_t r = (size_t)s * d + i0;
-            c0 = _mm256_fmadd_ps(ws, load8(X, f16, r), c0);
-            c1 = _mm256_fmadd_ps(ws, load8(X, f16, r + 8), c1);
-            c2 = _mm256_fmadd_ps(ws, load8(X, f16, r + 16), c2);
-            c3 = _mm256_fmadd_ps(ws, load8(X, f16, r + 24), c3);
+            c0 = _mm256_fmadd_ps(ws, skv_load8(X, f16, r), c0);
+            c1 = _mm256_fmadd_ps(ws, skv_load8(X, f16, r + 8), c1);
+            c2 = _mm256_fmadd_ps(ws, skv_load8(X, f16, r + 16), c2);
+            c3 = _mm256_fmadd_ps(ws, skv_load8(X, f16, r + 24), c3);
         }
         _mm256_storeu_ps(o + i0, c0); _mm256_storeu_ps(o + i0 + 8, c1);
         _mm256_storeu_ps(o + i0 + 16, c2); _mm256_storeu_ps(o + i0 + 24, c3);
     }
     for (; i0 < d8; i0 += 8) {
         __m256 c = _mm256_setzero_ps();
-        for (int s = 0; s < n; s++) c = _mm256_fmadd_ps(_mm256_broadcast_ss(w + s), load8(X, f16, (size_t)s * d + i0), c);
+        for (int s = 0; s < n; s++) c = _mm256_fmadd_ps(_mm256_broadcast_ss(w + s), skv_load8(X, f16, (size_t)s * d + i0), c);
         _mm256_storeu_ps(o + i0, c);
     }
     for (int i = d8; i < d; i++) {
@@ -167,8 +127,8 @@ void skv_compensate(float *out, const float *q, const skv_comp_args *a) {
             for (; s < n; s++) {
                 const size_t r = (size_t)s * d;
                 __m256 acc = _mm256_setzero_ps();
-                for (int i = 0; i < d8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + i), load8(a->k, a->f16, r + i), acc);
-                float dot = hsum(acc);
+                for (int i = 0; i < d8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + i), skv_load8(a->k, a->f16, r + i), acc);
+                float dot = skv_hsum8(acc);
                 for (int i = d8; i < d; i++) dot += qh[i] * elem(a->k, a->f16, r + i);
                 p[s] = dot * scale;
             }

@@ -94,20 +94,7 @@ float skv_vec_dot_f32(int64_t n, const void *w, const void *xa);
 float skv_vec_dot_f16(int64_t n, const void *w, const void *xa);
 float skv_vec_dot_bf16(int64_t n, const void *w, const void *xa);
 
-/* Horizontal sum of 8 floats. */
-#include <immintrin.h>
-static inline float skv_hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-static inline int skv_hsum8i(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
+#include "simd_math.h"   /* skv_hsum8, skv_hsum8i */
 static inline float skv_h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 #endif
