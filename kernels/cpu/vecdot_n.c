@@ -62,12 +62,9 @@ static inline __attribute__((always_inline)) void dotn32(int kind, size_t bsz, i
     /* reduction exactly as dot4_32 (vecdot_q.c), unused rows zero */
     #pragma GCC unroll 8
     for (int t = 0; t < SKV_DOTN_MAX; t++) if (t >= nt) { acc[t] = _mm256_setzero_ps(); accc[t] = _mm_setzero_ps(); }
-    const float off = kind == 0 ? -8.0f : kind == 2 ? -16.0f : 1.0f;
-    __m256 ts = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
-    __m128 sv = _mm_add_ps(_mm256_castps256_ps128(ts), _mm256_extractf128_ps(ts, 1));
-    __m128 cv = _mm_hadd_ps(_mm_shuffle_ps(accc[0], accc[1], 0xdd), _mm_shuffle_ps(accc[2], accc[3], 0xdd));
+    const float off = skv_off32(kind);
     float r4[4];
-    _mm_storeu_ps(r4, _mm_fmadd_ps(_mm_set1_ps(off), cv, sv));
+    _mm_storeu_ps(r4, skv_rows4_32(acc[0], acc[1], acc[2], acc[3], accc[0], accc[1], accc[2], accc[3], off));
     for (int t = 0; t < nt; t++) out[t] = r4[t];
     if (nb & 1) {   /* odd block count: the last block as dot4_32 does it */
         const int64_t i = nb - 1;
@@ -139,9 +136,8 @@ static inline __attribute__((always_inline)) void dotn_q8(int nt, int64_t n, con
     __m256 a[SKV_DOTN_MAX];
     #pragma GCC unroll 8
     for (int t = 0; t < SKV_DOTN_MAX; t++) a[t] = t < nt ? _mm256_add_ps(acc0[t], acc1[t]) : _mm256_setzero_ps();
-    __m256 ts = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
     float r4[4];
-    _mm_storeu_ps(r4, _mm_add_ps(_mm256_castps256_ps128(ts), _mm256_extractf128_ps(ts, 1)));
+    _mm_storeu_ps(r4, skv_hsum4x8(a[0], a[1], a[2], a[3]));
     for (int t = 0; t < nt; t++) out[t] = r4[t];
 }
 

@@ -142,11 +142,7 @@ static inline __attribute__((always_inline)) void dot4p(int kind, int64_t n, con
         rowp(kind, np, wp + 2 * stride, a, &a2, &c2);
         rowp(kind, np, wp + 3 * stride, a, &a3, &c3);
     }
-    __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-    __m128 c = _mm_hadd_ps(_mm_shuffle_ps(c0, c1, 0xdd), _mm_shuffle_ps(c2, c3, 0xdd));
-    const float off = kind == 0 ? -8.0f : kind == 2 ? -16.0f : 1.0f;
-    _mm_storeu_ps(out, _mm_fmadd_ps(_mm_set1_ps(off), c, s));
+    _mm_storeu_ps(out, skv_rows4_32(a0, a1, a2, a3, c0, c1, c2, c3, skv_off32(kind)));
 }
 
 static void dot4p_q4_0(int64_t n, const void *w, size_t stride, const void *xa, float out[4]) { dot4p(0, n, w, stride, xa, out); }

@@ -211,12 +211,8 @@ static inline __attribute__((always_inline)) void dot4_32(int kind, size_t bsz, 
         row32(kind, bsz, np, wp + 2 * stride, a, &a2, &c2);
         row32(kind, bsz, np, wp + 3 * stride, a, &a3, &c3);
     }
-    /* rows' sums: s = (s0, s1, s2, s3), offsets c = lanes 1 + 3 of each c */
-    __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-    __m128 c = _mm_hadd_ps(_mm_shuffle_ps(c0, c1, 0xdd), _mm_shuffle_ps(c2, c3, 0xdd));
-    const float off = kind == 0 ? -8.0f : kind == 2 ? -16.0f : 1.0f;
-    _mm_storeu_ps(out, _mm_fmadd_ps(_mm_set1_ps(off), c, s));
+    const float off = skv_off32(kind);
+    _mm_storeu_ps(out, skv_rows4_32(a0, a1, a2, a3, c0, c1, c2, c3, off));
     if (nb & 1) {   /* odd block count: the last block row by row */
         const int64_t i = nb - 1;
         for (int r = 0; r < 4; r++) {
@@ -277,8 +273,7 @@ void skv_vec_dot4_q8_0(int64_t n, const void *w, size_t stride, const void *xa, 
     __m256 a1 = row_q8_0(nb, (const block_q8_0 *)(const void *)(wb + stride), y);
     __m256 a2 = row_q8_0(nb, (const block_q8_0 *)(const void *)(wb + 2 * stride), y);
     __m256 a3 = row_q8_0(nb, (const block_q8_0 *)(const void *)(wb + 3 * stride), y);
-    __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+    _mm_storeu_ps(out, skv_hsum4x8(a0, a1, a2, a3));
 }
 
 float skv_vec_dot_q8_0(int64_t n, const void *w, const void *xa) {

@@ -49,6 +49,23 @@ static inline void skv_highbits_pair(const uint8_t *qh0, const uint8_t *qh1, __m
     *hi = _mm256_min_epu8(_mm256_and_si256(_mm256_shuffle_epi8(v, shhi), bits), b4);
 }
 
+/* ---- the 4-row / 4-activation kernels' final reduction ---- */
+
+/* (hsum a0, hsum a1, hsum a2, hsum a3) */
+static inline __m128 skv_hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+/* the 32-wide nibble types' 4 results: row sums a (8 lanes each) + off * the offset terms,
+ * lanes 1 and 3 of each c; off = -8 (Q4_0), -16 (Q5_0), 1 (Q4_1, Q5_1: the min) */
+static inline __m128 skv_rows4_32(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m128 c0, __m128 c1, __m128 c2,
+                                  __m128 c3, float off) {
+    const __m128 c = _mm_hadd_ps(_mm_shuffle_ps(c0, c1, 0xdd), _mm_shuffle_ps(c2, c3, 0xdd));
+    return _mm_fmadd_ps(_mm_set1_ps(off), c, skv_hsum4x8(a0, a1, a2, a3));
+}
+/* off of skv_rows4_32 for kind 0 Q4_0, 1 Q4_1, 2 Q5_0, 3 Q5_1 */
+static inline float skv_off32(int kind) { return kind == 0 ? -8.0f : kind == 2 ? -16.0f : 1.0f; }
+
 /* ---- k-quants ---- */
 
 /* The 12 packed 6-bit scale/min bytes of a Q4_K / Q5_K super-block -> 16 bytes:
