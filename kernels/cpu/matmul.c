@@ -7,7 +7,7 @@
  *       the work is under GEMV_PAR_BYTES); at T = 1 the 32-wide types, Q4_K and Q6_K use the
  *       4-row kernels (skv_vec_dot4_for), the rest the 1-row dots; at T > 1 each weight row is unpacked once
  *       for up to 4 activation rows (skv_vec_dotn_for), bit-identical to the T = 1 results.
- *       A matrix with a pair-packed copy (W->pack, runtime/model_pack.c) runs its T = 1 4-row
+ *       A matrix with a pair-packed copy (W->pack, runtime/model_pack.c) runs its 4-row
  *       groups on that copy (skv_vec_dot4_packed_for), bit-identical to the stored rows.
  *   skv_matmul_multi: several matrices over the same x (q/k/v, gate/up) share one
  *       quantised copy of x and one parallel region (fewer fork/joins per token).
@@ -114,11 +114,22 @@ typedef struct {
     const uint8_t *act;
     size_t ab, rb;
     skv_vec_dot_fn dot;
-    skv_vec_dot4_fn dot4;
-    skv_vec_dot4_fn dot4p;   /* over W->pack (T = 1), when the matrix has that copy */
+    skv_vec_dot4_fn dot4;    /* over w4: the pair-packed copy when W has one, else W->data */
+    const uint8_t *w4;
     skv_vec_dotn_fn dotn;
     int64_t c0;   /* first global chunk index of this matrix (set by gemv_run) */
 } gemv_job;
+
+/* The job of W (cols columns) writing y from the quantised activation act (ab bytes a row).
+ * A matrix with a pair-packed copy (W->pack, runtime/model_pack.c) runs its 4-row groups on
+ * that copy with the packed kernel: the same bits as the stored rows' 4-row kernel. */
+static gemv_job make_job(float *y, const skv_weight *W, const uint8_t *act, size_t ab) {
+    const bool packed = W->pack && skv_vec_dot4_packed_for(W->type);
+    return (gemv_job){.y = y, .W = W, .act = act, .ab = ab, .rb = skv_row_bytes(W->type, W->cols),
+                      .dot = skv_vec_dot_for(W->type), .dotn = skv_vec_dotn_for(W->type),
+                      .dot4 = packed ? skv_vec_dot4_packed_for(W->type) : skv_vec_dot4_for(W->type),
+                      .w4 = packed ? W->pack : W->data};
+}
 
 /* rows r .. r1-1 of job j for all T activation rows.
  * T = 1: the 4-row kernels (or the 1-row dot); T > 1: each weight row is unpacked once
@@ -148,17 +159,10 @@ static void gemv_rows(const gemv_job *j, int64_t r, int64_t r1, int T) {
         const uint8_t *xa = j->act + (size_t)t * j->ab;
         float *yt = j->y + (size_t)t * rows;
         int64_t rr = r;
-        if (T == 1 && j->dot4p) {   /* the packed copy: same bits as dot4 on the stored rows */
-            const uint8_t *pk = j->W->pack;
+        if (j->dot4) {
             float o[4];
             for (; rr + 4 <= r1; rr += 4) {
-                j->dot4p(cols, pk + (size_t)rr * j->rb, j->rb, xa, o);
-                memcpy(yt + rr, o, sizeof o);
-            }
-        } else if (j->dot4) {
-            float o[4];
-            for (; rr + 4 <= r1; rr += 4) {
-                j->dot4(cols, base + (size_t)rr * j->rb, j->rb, xa, o);
+                j->dot4(cols, j->w4 + (size_t)rr * j->rb, j->rb, xa, o);
                 memcpy(yt + rr, o, sizeof o);
             }
         }
@@ -245,10 +249,7 @@ static int gemv_multi(float *const *ys, const skv_weight *const *Ws, int n, cons
                 skv_vec_quant_act(Ws[i]->type, x + (size_t)t * cols, act + off[k] + (size_t)t * ab, cols);
             done[k] = 1;
         }
-        jobs[i] = (gemv_job){.y = ys[i], .W = Ws[i], .act = act + off[k], .ab = ab,
-                             .rb = skv_row_bytes(Ws[i]->type, cols), .dot = skv_vec_dot_for(Ws[i]->type),
-                             .dot4 = skv_vec_dot4_for(Ws[i]->type), .dotn = skv_vec_dotn_for(Ws[i]->type),
-                             .dot4p = Ws[i]->pack ? skv_vec_dot4_packed_for(Ws[i]->type) : NULL};
+        jobs[i] = make_job(ys[i], Ws[i], act + off[k], ab);
     }
     gemv_run(jobs, n, T);
     free(act);
@@ -294,10 +295,7 @@ void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const f
             skv_vec_quant_act(Ws[i]->type, x, act + off[nf], cols);
             nf++;
         }
-        jobs[i] = (gemv_job){.y = ys[i], .W = Ws[i], .act = act + off[k], .ab = ab,
-                             .rb = skv_row_bytes(Ws[i]->type, cols), .dot = skv_vec_dot_for(Ws[i]->type),
-                             .dot4 = skv_vec_dot4_for(Ws[i]->type), .dotn = skv_vec_dotn_for(Ws[i]->type),
-                             .dot4p = Ws[i]->pack ? skv_vec_dot4_packed_for(Ws[i]->type) : NULL};
+        jobs[i] = make_job(ys[i], Ws[i], act + off[k], ab);
     }
     /* the chunking of gemv_run (results do not depend on it) */
     int64_t chunk;
