@@ -17,13 +17,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
-skv_model *skv_model_load(const char *path) {
+static skv_model *load_gguf(const char *path, int flags);
+
+skv_model *skv_model_load_ex(const char *path, int flags) {
     struct stat st;
     if (!path) { skv_error("skv_model_load: no path"); return NULL; }
     if (stat(path, &st) != 0) { skv_error("%s: cannot open model (no such file or directory)", path); return NULL; }
     if (S_ISDIR(st.st_mode)) return skv_model_load_hf(path);
-    return skv_model_load_gguf(path);
+    return load_gguf(path, flags);
 }
+
+skv_model *skv_model_load(const char *path) { return skv_model_load_ex(path, 0); }
+skv_model *skv_model_load_gguf(const char *path) { return load_gguf(path, 0); }
 
 void skv_model_free(skv_model *m) {
     if (!m) return;
@@ -143,7 +148,7 @@ static int load_config(const gguf_file *f, skv_config *c, char **arch_out) {
     return 0;
 }
 
-skv_model *skv_model_load_gguf(const char *path) {
+static skv_model *load_gguf(const char *path, int flags) {
     gguf_file *f = gguf_open(path);
     if (!f) return NULL;
     skv_model *m = skv_calloc(1, sizeof *m, "model");
@@ -218,7 +223,8 @@ skv_model *skv_model_load_gguf(const char *path) {
     }
     free(arch);
     const char *pk = getenv("SKV_PACK");
-    if (!(pk && !strcmp(pk, "0")) && skv_model_pack(m) != 0) skv_clear_error();   /* not fatal */
+    if (!(flags & SKV_LOAD_NO_PACK) && !(pk && !strcmp(pk, "0")) && skv_model_pack(m) != 0)
+        skv_clear_error();   /* not fatal: the model runs on the stored blocks */
     return m;
 fail:
     free(arch);

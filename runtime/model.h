@@ -70,6 +70,10 @@ typedef struct skv_model {
 /* Load a GGUF file or a Hugging Face directory (config.json + *.safetensors).
  * NULL + skv_last_error() on failure. */
 skv_model *skv_model_load(const char *path);
+/* skv_model_load with flags: SKV_LOAD_NO_PACK skips the decode copies (skv_model_pack), for
+ * tools that only read shapes or metadata. */
+enum { SKV_LOAD_NO_PACK = 1 };
+skv_model *skv_model_load_ex(const char *path, int flags);
 skv_model *skv_model_load_gguf(const char *path);
 skv_model *skv_model_load_hf(const char *dir);
 /* Frees tok, layers, name, path, then the storage: gguf_close(gguf) or skv_hf_free(hf). */

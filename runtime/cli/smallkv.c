@@ -8,7 +8,6 @@
 #include "../util.h"
 #include "../../kernels/cpu/quant.h"
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 static const char *USAGE =
@@ -51,9 +50,8 @@ int cmd_info(int argc, char **argv) {
         path = argv[i];
     }
     if (!path) return cli_usage_error(INFO_USAGE, "info: missing MODEL");
-    setenv("SKV_PACK", "0", 0);   /* info reads shapes only: no decode copies (their size is computed) */
-    skv_model *m = cli_load(path);
-    if (!m) return CLI_ERR;
+    skv_model *m = skv_model_load_ex(path, SKV_LOAD_NO_PACK);   /* shapes only; the copies' size is computed */
+    if (!m) return cli_fail(NULL);
     const skv_config *c = &m->cfg;
     type_stat st[SKV_TYPE_COUNT];
     memset(st, 0, sizeof st);
