@@ -71,14 +71,7 @@ static void need_gpu(void) {
 }
 
 static skv_session *mk(const skv_model *m, const char *policy, double budget, const int *map) {
-    skv_session_opts o;
-    skv_session_opts_default(&o);
-    o.policy = policy;
-    o.budget = budget;
-    o.max_ctx = 512;
-    o.T_max = 64;
-    o.slm = m;
-    o.map = map;
+    skv_session_opts o = test_self_pair_opts(m, policy, budget, map);
     skv_session *s = skv_session_new(m, &o);
     if (!s) fail_msg("session %s: %s", policy, skv_last_error());
     return s;

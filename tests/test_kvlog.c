@@ -136,14 +136,8 @@ static long differences(const skv_kvcache *c, const mirror *r) {
 /* ---------------------------------------------------------------- sessions */
 
 static skv_session *mk(const skv_model *m, const char *policy, double budget, int T_max, const int *map) {
-    skv_session_opts o;
-    skv_session_opts_default(&o);
-    o.policy = policy;
-    o.budget = budget;
-    o.max_ctx = 512;
+    skv_session_opts o = test_self_pair_opts(m, policy, budget, map);
     o.T_max = T_max;
-    o.slm = m;
-    o.map = map;
     skv_session *s = skv_session_new(m, &o);
     if (!s) fail_msg("session %s: %s", policy, skv_last_error());
     if (skv_kvlog_enable(s->kv)) fail_msg("log: %s", skv_last_error());
@@ -246,9 +240,8 @@ static void test_log_is_passive(void **st) {
     int toks[128];
     test_prompt(toks, 90, V, 11);
     int *map = test_identity_map(tiny);
-    skv_session_opts o;
-    skv_session_opts_default(&o);
-    o.policy = "smallkv"; o.budget = 0.25; o.max_ctx = 512; o.T_max = 32; o.slm = tiny; o.map = map;
+    skv_session_opts o = test_self_pair_opts(tiny, "smallkv", 0.25, map);
+    o.T_max = 32;
     skv_session *a = skv_session_new(tiny, &o), *b = skv_session_new(tiny, &o);
     assert_non_null(a); assert_non_null(b);
     assert_int_equal(skv_kvlog_enable(b->kv), 0);

@@ -19,3 +19,15 @@ int *test_identity_map(const skv_model *m) {
         for (int i = 0; i < n; i++) map[i] = i;
     return map;
 }
+
+skv_session_opts test_self_pair_opts(const skv_model *m, const char *policy, double budget, const int *map) {
+    skv_session_opts o;
+    skv_session_opts_default(&o);
+    o.policy = policy;
+    o.budget = budget;
+    o.max_ctx = 512;
+    o.T_max = 64;
+    o.slm = m;
+    o.map = map;
+    return o;
+}
