@@ -22,7 +22,9 @@
  *   SLM share             one SLM step to the profile's depth (all layers without a profile)
  *                         vs an LLM step at 20% (estimated: full step - its full-cache
  *                         attention (skv_attention, all threads) + the compensated attention
- *                         at 20% (skv_compensate, one thread, as the session runs it));
+ *                         at 20% (skv_compensate, KV heads one after another: an upper bound,
+ *                         the session splits a layer's KV heads over the threads from 2^19
+ *                         multiply-adds per head, runtime/session.c));
  *                         share = SLM / (SLM + LLM@20%);
  *   batched decode        skv_forward_batch of the LLM at batch 1, 4, 8 (plain states, full
  *                         synthetic cache of S tokens each): aggregate tokens/s.
@@ -197,7 +199,7 @@ static int pair_bench(const char *dir, bool quick) {
     }
     double slm = step_time(ss, S, depth, steps);
     /* the full step runs skv_attention (all threads); a session step runs skv_compensate per
-     * KV head on the calling thread: swap the one for the other at 20 % */
+     * KV head: swap the one for the other at 20 % (the KV heads timed one after another) */
     double llm20 = llm_step - full_attn_time(L, S, reps) + a20;
     printf("\n| LLM step, full cache | LLM step @20%% (est.) | SLM step (%d layers) | SLM share of a SmallKV step |\n"
            "|---:|---:|---:|---:|\n| %.1f ms | %.1f ms | %.1f ms | %.1f%% |\n",

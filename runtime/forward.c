@@ -138,8 +138,9 @@ static void cache_write(void *cache, const float *src, int T, int Hkv, int d, in
  * share their work with orphaned `omp for` loops, and the small serial steps run on every
  * thread on its own copy (the residual x, rmsnorm, the quantised activations, SwiGLU), so
  * a layer has seven barriers (q/k/v, rope + cache write, attention (two: its key chunks,
- * then their merge per head), wo, gate/up, down) and no thread idles through the serial parts. Every value is computed by the same functions in
- * the same order as in the general path, so the logits are bit-identical. */
+ * then their merge per head), wo, gate/up, down) and no thread idles through the serial
+ * parts. Every value is computed by the same functions in the same order as in the general
+ * path, so the logits are bit-identical. */
 
 typedef struct {
     const skv_weight *qkv[3], *wo[1], *gu[2], *down[1];

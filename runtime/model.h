@@ -83,7 +83,8 @@ void skv_hf_free(void *hf);
 
 /* The decode copies (runtime/model_pack.c): skv_model_load_gguf makes them for every layer
  * matrix and the LM head of a 32-wide nibble type (Q4_0/Q4_1/Q5_0/Q5_1, columns a multiple
- * of 64) unless the environment has SKV_PACK=0. They hold the same bytes as the stored
+ * of 64) unless the environment has SKV_PACK=0 (or skv_model_load_ex got SKV_LOAD_NO_PACK).
+ * They hold the same bytes as the stored
  * matrices, so they cost that much memory again, and make the decode GEMV faster with
  * bit-identical results. skv_model_pack returns 0, or -1 + error (out of memory: then no
  * copy is kept and the model runs on the stored blocks). */
