@@ -17,6 +17,7 @@
  * Every buffer lives in skv_state, allocated once in skv_state_new. A single decode token
  * without an attention hook takes decode_one_region (the same steps in one OpenMP region). */
 #include "forward.h"
+#include "hugemem.h"
 #include "util.h"
 #include "../kernels/cpu/attention.h"
 #include "../kernels/cpu/matmul.h"
@@ -38,7 +39,7 @@ static float *falloc(size_t rows, size_t cols, const char *what, bool *ok) {
     return p;
 }
 
-skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16) {
+static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16, bool cache) {
     if (!m || S_cap < 1 || T_max < 1) {
         skv_error("skv_state_new: bad arguments (S_cap %d, T_max %d)", S_cap, T_max);
         return NULL;
@@ -75,10 +76,21 @@ skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16) 
         skv_error("skv_state_new: KV cache size overflows (S_cap %d)", S_cap);
         ok = false;
     }
-    for (int l = 0; ok && l < c->n_layer; l++) {
-        s->k[l] = skv_aligned_alloc(per, "kv cache (K)");
-        s->v[l] = skv_aligned_alloc(per, "kv cache (V)");
-        ok = s->k[l] && s->v[l];
+    /* one block: K of every layer, then V; each layer's array 64-byte aligned */
+    const size_t per64 = (per + 63) & ~(size_t)63;
+    size_t arena = 0;
+    if (ok && cache && !skv_mul_ok(per64, 2 * (size_t)c->n_layer, &arena)) {
+        skv_error("skv_state_new: KV cache size overflows (S_cap %d)", S_cap);
+        ok = false;
+    }
+    if (ok && cache) {
+        s->kv_arena = skv_huge_alloc(arena, "kv cache");
+        if (s->kv_arena) s->kv_arena_bytes = arena;
+        ok = s->kv_arena != NULL;
+    }
+    for (int l = 0; ok && cache && l < c->n_layer; l++) {
+        s->k[l] = (uint8_t *)s->kv_arena + (size_t)l * per64;
+        s->v[l] = (uint8_t *)s->kv_arena + ((size_t)c->n_layer + l) * per64;
     }
     if (!ok) {
         skv_error_prefix("skv_state_new (S_cap %d, T_max %d)", S_cap, T_max);
@@ -88,12 +100,17 @@ skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16) 
     return s;
 }
 
+skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16) {
+    return state_new(m, S_cap, T_max, kv_f16, true);
+}
+
+skv_state *skv_state_new_nocache(const skv_model *m, int S_cap, int T_max, bool kv_f16) {
+    return state_new(m, S_cap, T_max, kv_f16, false);
+}
+
 void skv_state_free(skv_state *s) {
     if (!s) return;
-    if (s->k)
-        for (int l = 0; l < s->m->cfg.n_layer; l++) free(s->k[l]);
-    if (s->v)
-        for (int l = 0; l < s->m->cfg.n_layer; l++) free(s->v[l]);
+    skv_huge_free(s->kv_arena, s->kv_arena_bytes);
     free(s->k); free(s->v);
     free(s->x); free(s->xb); free(s->q); free(s->kx); free(s->vx); free(s->att);
     free(s->hb); free(s->hb2); free(s->logits); free(s->pos);
@@ -352,12 +369,8 @@ skv_batch *skv_batch_new(const skv_model *m, int n_max) {
     if (!b) return NULL;
     b->m = m;
     b->n_max = n_max;
-    b->ws = skv_state_new(m, n_max, n_max, false);
+    b->ws = skv_state_new_nocache(m, n_max, n_max, false);   /* the workspace never caches K/V */
     if (!b->ws) { skv_batch_free(b); return NULL; }
-    for (int l = 0; l < m->cfg.n_layer; l++) {   /* the workspace never caches K/V */
-        free(b->ws->k[l]); b->ws->k[l] = NULL;
-        free(b->ws->v[l]); b->ws->v[l] = NULL;
-    }
     return b;
 }
 

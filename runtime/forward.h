@@ -17,7 +17,9 @@ typedef struct {
     int T_max;             /* largest block per call */
     bool kv_f16;
     int n_past;            /* tokens already in the cache */
-    void **k, **v;         /* [L] -> (Hkv, S_cap, d) */
+    void **k, **v;         /* [L] -> (Hkv, S_cap, d), in kv_arena (NULL without a cache) */
+    void *kv_arena;        /* every layer's K then V, one huge-page block (runtime/hugemem.h) */
+    size_t kv_arena_bytes;
     /* activations (T_max rows) */
     float *x, *xb, *q, *kx, *vx, *att, *hb, *hb2, *logits;
     int *pos;
@@ -46,6 +48,9 @@ typedef struct {
 } skv_fwd_opts;
 
 skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16);
+/* A state without a KV cache (k[l], v[l] NULL), for callers that own their KV storage and
+ * run skv_forward with an attention hook (the compressed-cache session, batch workspaces). */
+skv_state *skv_state_new_nocache(const skv_model *m, int S_cap, int T_max, bool kv_f16);
 void skv_state_free(skv_state *s);
 void skv_state_reset(skv_state *s);   /* forget the sequence (n_past = 0) */
 

@@ -21,8 +21,10 @@
  * metadata is parsed once at open (string arrays into gguf_str arrays pointing into
  * the map); tensor data pages are only touched by whoever reads them.
  * Numeric array data points into the map and may be unaligned: read it with memcpy.
- * gguf_open_memory parses a heap copy of a buffer with the same code (fuzzers, tests). */
+ * gguf_open_memory parses a heap copy of a buffer with the same code (fuzzers, tests);
+ * gguf_open_resident reads the file into huge-page memory first (the model loader). */
 #include "gguf.h"
+#include "hugemem.h"
 #include "util.h"
 #include "../kernels/cpu/quant.h"
 #include <errno.h>
@@ -358,7 +360,26 @@ static int parse(gguf_file *f) {
     return 0;
 }
 
-gguf_file *gguf_open(const char *path) {
+/* size bytes of fd into a fresh huge-page buffer; NULL + error naming path */
+static void *read_resident(int fd, size_t size, const char *path) {
+    uint8_t *buf = skv_huge_alloc(size, "model file in memory");
+    if (!buf) { skv_error_prefix("%s", path); return NULL; }
+    size_t got = 0;
+    while (got < size) {
+        const size_t want = size - got < ((size_t)64 << 20) ? size - got : ((size_t)64 << 20);
+        const ssize_t r = pread(fd, buf + got, want, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            skv_error("%s: read failed at byte %zu of %zu: %s", path, got, size, r < 0 ? strerror(errno) : "file shrank");
+            skv_huge_free(buf, size);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    return buf;
+}
+
+static gguf_file *open_file(const char *path, bool resident) {
     gguf_file *f = skv_calloc(1, sizeof *f, "gguf_file");
     if (!f) return NULL;
     f->path = skv_strdup(path);
@@ -383,12 +404,20 @@ gguf_file *gguf_open(const char *path) {
         gguf_close(f);
         return NULL;
     }
-    void *map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) {
-        skv_error("%s: mmap of %zu bytes failed: %s", path, f->size, strerror(errno));
-        gguf_close(f);
-        return NULL;
+    void *map;
+    if (resident) {
+        map = read_resident(fd, f->size, path);
+        close(fd);
+        if (!map) { gguf_close(f); return NULL; }
+        f->resident = true;
+    } else {
+        map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (map == MAP_FAILED) {
+            skv_error("%s: mmap of %zu bytes failed: %s", path, f->size, strerror(errno));
+            gguf_close(f);
+            return NULL;
+        }
     }
     f->map = map;
     if (parse(f) != 0) {
@@ -397,6 +426,9 @@ gguf_file *gguf_open(const char *path) {
     }
     return f;
 }
+
+gguf_file *gguf_open(const char *path) { return open_file(path, false); }
+gguf_file *gguf_open_resident(const char *path) { return open_file(path, true); }
 
 gguf_file *gguf_open_memory(const void *data, size_t size, const char *name) {
     if (!name) name = "<memory>";
@@ -435,6 +467,7 @@ void gguf_close(gguf_file *f) {
         for (uint64_t i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
     free(f->tensors);
     if (f->map && f->heap_map) free(f->map);
+    else if (f->map && f->resident) skv_huge_free(f->map, f->size);
     else if (f->map) munmap(f->map, f->size);
     free(f->path);
     free(f);

@@ -54,10 +54,16 @@ typedef struct {
     size_t alignment;
     size_t data_offset;
     bool heap_map;         /* map is a heap copy (gguf_open_memory), freed with free() */
+    bool resident;         /* map holds the file read into memory (gguf_open_resident),
+                              freed with skv_huge_free */
 } gguf_file;
 
-/* Open and validate. NULL with skv_last_error() on failure. */
+/* Open and validate, the file memory-mapped (pages read on first touch, shared with the page
+ * cache). NULL with skv_last_error() on failure. */
 gguf_file *gguf_open(const char *path);
+/* The same with the whole file read into anonymous memory backed by huge pages
+ * (runtime/hugemem.h): what the model loader uses for weights a decode step sweeps. */
+gguf_file *gguf_open_resident(const char *path);
 /* The same from bytes in memory (copied into a 64-byte-aligned heap buffer, so tensor data
  * is aligned to min(general.alignment, 64)); `name` stands for the path in messages
  * (NULL: "<memory>"). Used by the fuzzers and tests. NULL with skv_last_error(). */

@@ -149,7 +149,9 @@ static int load_config(const gguf_file *f, skv_config *c, char **arch_out) {
 }
 
 static skv_model *load_gguf(const char *path, int flags) {
-    gguf_file *f = gguf_open(path);
+    const char *mm = getenv("SKV_MMAP");
+    const bool mapped = (flags & SKV_LOAD_MAPPED) || (mm && strcmp(mm, "0") != 0 && *mm);
+    gguf_file *f = mapped ? gguf_open(path) : gguf_open_resident(path);
     if (!f) return NULL;
     skv_model *m = skv_calloc(1, sizeof *m, "model");
     char *arch = NULL;

@@ -64,15 +64,19 @@ typedef struct skv_model {
     void *gguf;                /* gguf_file* */
     void *hf;                  /* hf model storage (safetensors maps, converted buffers) */
     size_t weight_bytes;       /* bytes of all weights as stored */
-    size_t pack_bytes;         /* bytes of the pair-packed decode copies (runtime/model_pack.c) */
+    void *pack_arena;          /* the pair-packed decode copies, one huge-page block */
+    size_t pack_bytes;         /* its bytes (runtime/model_pack.c) */
 } skv_model;
 
 /* Load a GGUF file or a Hugging Face directory (config.json + *.safetensors).
  * NULL + skv_last_error() on failure. */
 skv_model *skv_model_load(const char *path);
 /* skv_model_load with flags: SKV_LOAD_NO_PACK skips the decode copies (skv_model_pack), for
- * tools that only read shapes or metadata. */
-enum { SKV_LOAD_NO_PACK = 1 };
+ * tools that only read shapes or metadata; SKV_LOAD_MAPPED memory-maps a GGUF file (pages
+ * read on first touch) instead of reading it into huge-page memory (runtime/hugemem.h),
+ * as the environment's SKV_MMAP=1 does for every load: the decode sweeps the weights
+ * faster from huge pages, a mapping costs nothing for the pages never read. */
+enum { SKV_LOAD_NO_PACK = 1, SKV_LOAD_MAPPED = 2 };
 skv_model *skv_model_load_ex(const char *path, int flags);
 skv_model *skv_model_load_gguf(const char *path);
 skv_model *skv_model_load_hf(const char *dir);

@@ -54,17 +54,6 @@ static void free_rows(float **a, int count) {
     free(a);
 }
 
-/* A forward state without its contiguous KV cache (the session owns KV storage). */
-static skv_state *state_nocache(const skv_model *m, int max_ctx, int T_max, bool f16) {
-    skv_state *st = skv_state_new(m, max_ctx, T_max, f16);
-    if (!st) return NULL;
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        free(st->k[l]); st->k[l] = NULL;
-        free(st->v[l]); st->v[l] = NULL;
-    }
-    return st;
-}
-
 static int attach_slm_view(skv_session *s) {
     skv_slm_view v = {
         .map = s->o.online_map ? NULL : s->o.map,
@@ -158,7 +147,7 @@ skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o) {
     s->pol = skv_policy_new(o->policy ? o->policy : "full", &o->popts, c->n_layer, c->n_head, c->n_kv_head);
     if (!s->pol) goto fail;
     s->L_act = o->n_layers > 0 && o->n_layers < c->n_layer ? o->n_layers : c->n_layer;
-    s->st = state_nocache(m, o->max_ctx, s->o.T_max, o->kv_f16);
+    s->st = skv_state_new_nocache(m, o->max_ctx, s->o.T_max, o->kv_f16);
     if (!s->st) goto fail;
     s->kv = skv_kvcache_new(c->n_layer, c->n_kv_head, c->head_dim, o->kv_f16);
     if (!s->kv || alloc_buffers(s)) goto fail;
@@ -738,7 +727,7 @@ skv_session *skv_session_fork(const skv_session *s) {
     f->slm_layers = s->slm_layers; f->L_act = s->L_act;
     f->pol = skv_policy_fork(s->pol);
     if (!f->pol) goto fail;
-    f->st = state_nocache(s->m, s->o.max_ctx, s->o.T_max, s->o.kv_f16);
+    f->st = skv_state_new_nocache(s->m, s->o.max_ctx, s->o.T_max, s->o.kv_f16);
     if (!f->st) goto fail;
     f->st->n_past = s->st->n_past;
     memcpy(f->st->logits, s->st->logits, (size_t)c->vocab * sizeof(float));
