@@ -102,6 +102,7 @@ static void test_decode(void **state) {
         check_case(1, 6, 2, 72, 260, f16);      /* d = 64 + 8 */
         check_case(1, 2, 1, 256, 130, f16);     /* largest d of that path */
         check_case(1, 4, 4, 32, 127, f16);      /* group 1, exactly one full chunk */
+        check_case(1, 10, 2, 40, 500, f16);     /* group 5: head blocks of 3 and 2, d = 32 + 8 */
     }
 }
 

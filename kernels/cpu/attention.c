@@ -151,21 +151,28 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
 }
 
 /* ---------------- decode: one query row, grouped by KV head, split over keys ----------------
- * A unit = (KV head, chunk of DEC_CHUNK keys). Its K and V rows are converted to fp32 once
- * per tile of DEC_TILE keys and that tile serves all grp = H/Hkv query heads of the KV
- * head (attn_row converts every fp16 row once per query head, and with one query row the
- * conversions, not the FMAs, were the bottleneck: ~8 GB/s of KV on two cores). Per head a
- * unit leaves m (its max score), l = sum_k exp(s_k - m), o = sum_k exp(s_k - m) V[k] and the
- * exp(s_k - m) themselves in the head's score row. A second loop over heads merges the
- * chunks in order (flash-decoding): M = max m_c, L = sum_c l_c e^(m_c - M),
+ * A unit = (KV head, chunk of DEC_CHUNK keys), run for the grp = H/Hkv query heads of the KV
+ * head in blocks of up to 3 (dec_unit): each K and V element is read from the cache and
+ * converted to fp32 in a register once per block and used there by every head of the block
+ * (accumulators: 3 heads x 4 keys for the scores, 3 heads x 32 columns for the output).
+ * Per head a unit leaves m (its max score), l = sum_k exp(s_k - m), o = sum_k exp(s_k - m)
+ * V[k] and the exp(s_k - m) themselves in the head's score row. A second loop over heads
+ * merges the chunks in order (flash-decoding): M = max m_c, L = sum_c l_c e^(m_c - M),
  * out = sum_c o_c e^(m_c - M) / L, and rescales the stored values to the probabilities for
  * colsum / lastrow. The chunking depends on the number of keys only, so the results are
  * the same for any thread count. Workspace (floats): H score rows of dec_prow(n), then
- * H * nch partials of dec_ps(d) (m, l, o[d], padding). */
+ * H * nch partials of dec_ps(d) (m, l, o[d], padding).
+ * History: attn_row converts every fp16 row once per query head (~8 GB/s of KV on two
+ * cores); stop 11 converted each 16-key tile into an fp32 buffer shared by all heads; its
+ * stores and reloads then cost as much as the arithmetic, and converting in registers with
+ * rows prefetched DEC_PF_KEYS ahead runs the SmolLM2 shapes 1.25x and the Qwen2.5-0.5B
+ * shapes 1.3x faster (cold cache, 2 threads, docs/performance.md), with the same bits:
+ * every score and output element gets the same FMA chain and the same reduction. */
 #define DEC_CHUNK 128
 #define DEC_TILE 16
 #define DEC_DMAX 256
-#define DEC_GMAX 64   /* query heads per KV head */
+#define DEC_GMAX 64       /* query heads per KV head */
+#define DEC_PF_KEYS 48    /* rows prefetched ahead of the one in use */
 
 static bool dec_applies(const skv_attn_args *a) {
     return a->T == 1 && a->d % 8 == 0 && a->d <= DEC_DMAX && a->H / a->Hkv <= DEC_GMAX;
@@ -178,73 +185,109 @@ static size_t dec_prow(size_t n) { return (n + 8 + 15) & ~(size_t)15; }
 static size_t dec_ps(int d) { return ((size_t)d + 2 + 15) & ~(size_t)15; }
 static size_t dec_ws_floats(int H, int d, size_t n) { return (size_t)H * dec_prow(n) + (size_t)H * dec_nch(n) * dec_ps(d); }
 
-/* nt (<= DEC_TILE) rows of d values at row k of a KV head -> fp32; returns the rows
- * (the cache itself when it is fp32). */
-static inline const float *dec_rows(const void *C, bool f16, int d, int k, int nt, float *tile) {
-    if (!f16) return (const float *)C + (size_t)k * d;
-    const uint16_t *src = (const uint16_t *)C + (size_t)k * d;
-    for (int i = 0; i < nt * d; i += 8)
-        _mm256_store_ps(tile + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    return tile;
+/* prefetch n rows of the cache C (d values each) from row k */
+static inline void dec_prefetch(const void *C, bool f16, int d, int k, int n) {
+    const size_t rb = (size_t)d * (f16 ? 2 : 4);
+    const char *p = (const char *)C + (size_t)k * rb;
+    for (size_t b = 0; b < (size_t)n * rb; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
 }
 
-/* One unit: keys k0 .. k1-1 of one KV head (K, V at that head), its grp query heads q
- * (grp, d) consecutive; p[g] the head's score row, part[g] its (m, l, o[d]). */
-static inline __attribute__((always_inline)) void dec_unit(const float *q, const void *K, const void *V, bool f16,
-                                                           int d, int grp, int k0, int k1, float scale,
-                                                           float *const *p, float *const *part) {
-    float tile[DEC_TILE * DEC_DMAX] __attribute__((aligned(32)));
-    const __m256 vsc = _mm256_set1_ps(scale);
-    /* scores s = q.K / sqrt(d) */
-    for (int kt = k0; kt < k1; kt += DEC_TILE) {
-        const int nt = k1 - kt < DEC_TILE ? k1 - kt : DEC_TILE;
-        const float *Kt = dec_rows(K, f16, d, kt, nt, tile);
-        for (int g = 0; g < grp; g++) {
-            const float *qv = q + (size_t)g * d;
-            float *pg = p[g] + kt;
-            int j = 0;
-            for (; j + 8 <= nt; j += 8)
-                _mm256_storeu_ps(pg + j, _mm256_mul_ps(skv_dot8_keys(qv, Kt, false, (size_t)j, d), vsc));
-            for (; j < nt; j++) {
-                __m256 acc = _mm256_setzero_ps();
-                for (int i = 0; i < d; i += 8)
-                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + i), _mm256_loadu_ps(Kt + (size_t)j * d + i), acc);
-                pg[j] = skv_hsum8(acc) * scale;
-            }
+/* Scores of keys k .. k+3 (inside a complete 8-key group) for nb (<= 3) query heads q
+ * (nb, d): per key the lane-wise FMA chain over d and the reduction tree of skv_dot8_keys
+ * ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)), times scale, into p[g][k..k+3]. */
+static inline __attribute__((always_inline)) void dec_scores4(const float *q, const void *K, bool f16, int d, int nb,
+                                                              int k, __m128 vsc, float *const *p) {
+    __m256 acc[3][4];
+    _Pragma("GCC unroll 3") for (int g = 0; g < nb; g++)
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[g][j] = _mm256_setzero_ps();
+    dec_prefetch(K, f16, d, k + DEC_PF_KEYS, 4);
+    for (int i = 0; i < d; i += 8) {
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            const __m256 kv = skv_load8(K, f16, (size_t)(k + j) * d + i);
+            _Pragma("GCC unroll 3") for (int g = 0; g < nb; g++)
+                acc[g][j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)g * d + i), kv, acc[g][j]);
         }
     }
+    _Pragma("GCC unroll 3") for (int g = 0; g < nb; g++) {
+        const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(acc[g][0], acc[g][1]), _mm256_hadd_ps(acc[g][2], acc[g][3]));
+        const __m128 s = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+        _mm_storeu_ps(p[g] + k, _mm_mul_ps(s, vsc));
+    }
+}
+
+/* o[g][i0 .. i0 + 8 nv) += sum over keys k0..k1-1 of p[g][k] V[k][i0 ..], keys in order */
+static inline __attribute__((always_inline)) void dec_pv(const void *V, bool f16, int d, int nb, int nv, int i0,
+                                                         int k0, int k1, float *const *p, float *const *o) {
+    __m256 acc[3][4];
+    _Pragma("GCC unroll 3") for (int g = 0; g < nb; g++)
+        _Pragma("GCC unroll 4") for (int r = 0; r < nv; r++) acc[g][r] = _mm256_loadu_ps(o[g] + i0 + 8 * r);
+    for (int k = k0; k < k1; k++) {
+        __m256 pk[3];
+        _Pragma("GCC unroll 3") for (int g = 0; g < nb; g++) pk[g] = _mm256_broadcast_ss(p[g] + k);
+        _Pragma("GCC unroll 4") for (int r = 0; r < nv; r++) {
+            const __m256 v = skv_load8(V, f16, (size_t)k * d + i0 + 8 * r);
+            _Pragma("GCC unroll 3") for (int g = 0; g < nb; g++) acc[g][r] = _mm256_fmadd_ps(pk[g], v, acc[g][r]);
+        }
+    }
+    _Pragma("GCC unroll 3") for (int g = 0; g < nb; g++)
+        _Pragma("GCC unroll 4") for (int r = 0; r < nv; r++) _mm256_storeu_ps(o[g] + i0 + 8 * r, acc[g][r]);
+}
+
+/* One unit for nb (<= 3, a literal at each call) query heads q (nb, d) of a KV head (K, V at
+ * that head): keys k0 .. k1-1; p[g] the head's score row, part[g] its (m, l, o[d]). */
+static inline __attribute__((always_inline)) void dec_unit(const float *q, const void *K, const void *V, bool f16,
+                                                           int d, int nb, int k0, int k1, float scale,
+                                                           float *const *p, float *const *part) {
+    /* scores s = q.K / sqrt(d): 4 keys at a time over the complete 8-key groups, then the
+     * last < 8 keys one by one (skv_hsum8) */
+    const __m128 vsc = _mm_set1_ps(scale);
+    const int k8 = k0 + ((k1 - k0) & ~7);
+    for (int k = k0; k < k8; k += 4) dec_scores4(q, K, f16, d, nb, k, vsc, p);
+    for (int k = k8; k < k1; k++)
+        for (int g = 0; g < nb; g++) {
+            const float *qv = q + (size_t)g * d;
+            __m256 acc = _mm256_setzero_ps();
+            for (int i = 0; i < d; i += 8)
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + i), skv_load8(K, f16, (size_t)k * d + i), acc);
+            p[g][k] = skv_hsum8(acc) * scale;
+        }
     /* per head: m, e = exp(s - m) in place, l = sum e; o = 0 */
-    for (int g = 0; g < grp; g++) {
+    float *o[3];
+    for (int g = 0; g < nb; g++) {
         float *pg = p[g] + k0;
         const float mx = skv_max_row(pg, k1 - k0);
         part[g][0] = mx;
         part[g][1] = skv_exp_sum(pg, k1 - k0, mx);
-        memset(part[g] + 2, 0, (size_t)d * sizeof(float));
+        o[g] = part[g] + 2;
+        memset(o[g], 0, (size_t)d * sizeof(float));
     }
-    /* o += e[k] V[k], 64 columns (8 registers) at a time */
+    /* o += e[k] V[k]: 16 keys at a time, all columns (32 per pass) before the next 16
+     * keys, so passes after the first find the rows in L1 */
     for (int kt = k0; kt < k1; kt += DEC_TILE) {
-        const int nt = k1 - kt < DEC_TILE ? k1 - kt : DEC_TILE;
-        const float *Vt = dec_rows(V, f16, d, kt, nt, tile);
-        for (int g = 0; g < grp; g++) {
-            const float *pg = p[g] + kt;
-            float *o = part[g] + 2;
-            int i0 = 0;
-            for (; i0 + 64 <= d; i0 += 64) {
-                __m256 c[8];
-                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) c[r] = _mm256_loadu_ps(o + i0 + 8 * r);
-                for (int j = 0; j < nt; j++) {
-                    __m256 pk = _mm256_broadcast_ss(pg + j);
-                    const float *vr = Vt + (size_t)j * d + i0;
-                    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) c[r] = _mm256_fmadd_ps(pk, _mm256_loadu_ps(vr + 8 * r), c[r]);
-                }
-                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) _mm256_storeu_ps(o + i0 + 8 * r, c[r]);
-            }
-            for (; i0 < d; i0 += 8) {
-                __m256 c = _mm256_loadu_ps(o + i0);
-                for (int j = 0; j < nt; j++)
-                    c = _mm256_fmadd_ps(_mm256_broadcast_ss(pg + j), _mm256_loadu_ps(Vt + (size_t)j * d + i0), c);
-                _mm256_storeu_ps(o + i0, c);
-            }
+        const int ke = k1 - kt < DEC_TILE ? k1 : kt + DEC_TILE;
+        dec_prefetch(V, f16, d, kt + DEC_PF_KEYS, ke - kt);
+        int i0 = 0;
+        for (; i0 + 32 <= d; i0 += 32) dec_pv(V, f16, d, nb, 4, i0, kt, ke, p, o);
+        for (; i0 < d; i0 += 8) dec_pv(V, f16, d, nb, 1, i0, kt, ke, p, o);
+    }
+}
+
+/* The KV head's grp query heads in blocks of 3 (then 2 or 1), each block one dec_unit with
+ * the block size and the cache type as literals. */
+static void dec_heads(const float *q, const void *K, const void *V, bool f16, int d, int grp, int k0, int k1,
+                      float scale, float *const *p, float *const *part) {
+    for (int g0 = 0; g0 < grp; g0 += 3) {
+        const int nb = grp - g0 < 3 ? grp - g0 : 3;
+        const float *qb = q + (size_t)g0 * d;
+        float *const *pb = p + g0, *const *tb = part + g0;
+        if (f16) {
+            if (nb == 3) dec_unit(qb, K, V, true, d, 3, k0, k1, scale, pb, tb);
+            else if (nb == 2) dec_unit(qb, K, V, true, d, 2, k0, k1, scale, pb, tb);
+            else dec_unit(qb, K, V, true, d, 1, k0, k1, scale, pb, tb);
+        } else {
+            if (nb == 3) dec_unit(qb, K, V, false, d, 3, k0, k1, scale, pb, tb);
+            else if (nb == 2) dec_unit(qb, K, V, false, d, 2, k0, k1, scale, pb, tb);
+            else dec_unit(qb, K, V, false, d, 1, k0, k1, scale, pb, tb);
         }
     }
 }
@@ -300,9 +343,7 @@ static void dec_tasks(float *out, const float *q, const void *kc, const void *vc
             pr[g] = ws + (size_t)h * prow;
             pt[g] = part + ((size_t)h * nch + (size_t)c) * ps;
         }
-        const float *qg = q + (size_t)kvh * grp * d;
-        if (a->kv_f16) dec_unit(qg, K, V, true, d, grp, k0, k1, scale, pr, pt);
-        else dec_unit(qg, K, V, false, d, grp, k0, k1, scale, pr, pt);
+        dec_heads(q + (size_t)kvh * grp * d, K, V, a->kv_f16, d, grp, k0, k1, scale, pr, pt);
     }
     #pragma omp for schedule(static)
     for (int h = 0; h < H; h++)
