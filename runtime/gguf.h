@@ -1,8 +1,9 @@
-/* gguf.h: reader for GGUF v2/v3 model files (metadata, tensor table, mmapped data).
+/* gguf.h: reader for GGUF v2/v3 model files (metadata, tensor table, tensor data).
  *
- * The whole file is memory-mapped read-only; strings and tensor data point into the
- * map. Every offset and size is validated at open time, so later accessors never read
- * outside the map. Errors go through skv_error() and name the file and the problem. */
+ * The whole file is memory-mapped read-only (gguf_open) or read into huge-page memory
+ * (gguf_open_resident, the model loader's choice); either way `map` holds the file's bytes
+ * and strings and tensor data point into it. Every offset and size is validated at open
+ * time, so later accessors never read outside the map. Errors go through skv_error() and name the file and the problem. */
 #ifndef SKV_GGUF_H
 #define SKV_GGUF_H
 #include <stddef.h>
