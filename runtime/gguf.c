@@ -363,7 +363,12 @@ static int parse(gguf_file *f) {
 /* size bytes of fd into a fresh huge-page buffer; NULL + error naming path */
 static void *read_resident(int fd, size_t size, const char *path) {
     uint8_t *buf = skv_huge_alloc(size, "model file in memory");
-    if (!buf) { skv_error_prefix("%s", path); return NULL; }
+    if (!buf) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", skv_last_error());
+        skv_error("%s: cannot read %zu bytes into memory (SKV_MMAP=1 maps the file instead): %s", path, size, why);
+        return NULL;
+    }
     size_t got = 0;
     while (got < size) {
         const size_t want = size - got < ((size_t)64 << 20) ? size - got : ((size_t)64 << 20);
