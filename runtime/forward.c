@@ -157,7 +157,9 @@ static void cache_write(void *cache, const float *src, int T, int Hkv, int d, in
  * a layer has seven barriers (q/k/v, rope + cache write, attention (two: its key chunks,
  * then their merge per head), wo, gate/up, down) and no thread idles through the serial
  * parts. Every value is computed by the same functions in the same order as in the general
- * path, so the logits are bit-identical. */
+ * path, so the logits are bit-identical. An attention hook that can run in a team
+ * (opts->attn_team: the compressed-cache session's decode step) takes the attention's place
+ * and is called by every thread; it does its serial parts under `omp single`. */
 
 typedef struct {
     const skv_weight *qkv[3], *wo[1], *gu[2], *down[1];
@@ -200,7 +202,9 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
     const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, F = c->ffn_dim;
     const int Q = H * d, KV = Hkv * d, pos0 = s->n_past;
     const bool head = n_layers == c->n_layer && opts->logits != SKV_LOGITS_NONE;
-    if (opts->attn || d / 2 > 512) return 0;
+    if ((opts->attn && !opts->attn_team) || d / 2 > 512) return 0;
+    const char *env = getenv("SKV_ONE_REGION");   /* =0: the general path (for checks) */
+    if (env && !strcmp(env, "0")) return 0;
     const size_t ab = team_act_bytes(m, n_layers, head);
     if (!ab) return 0;
     /* per thread: x (C), xb (max(C, Q)), hb (F), act (ab); then one attention workspace
@@ -210,7 +214,8 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
                  o_act = o_hb + up64((size_t)F * 4), per = o_act + up64(ab);
     const int nth = omp_get_max_threads();
     const skv_attn_args full = {.T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->S_cap - 1, .S_cap = s->S_cap};
-    const size_t o_att = per * (size_t)nth, total = o_att + up64(skv_attention_ws_floats(&full, nth) * 4);
+    const size_t o_att = per * (size_t)nth,
+                 total = o_att + (opts->attn ? 0 : up64(skv_attention_ws_floats(&full, nth) * 4));
     if (s->team_ws_bytes < total) {
         free(s->team_ws);
         s->team_ws_bytes = 0;
@@ -222,11 +227,14 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
     float cs[512], sn[512];
     skv_rope_table(cs, sn, pos0, d, c->rope_theta);
     s->pos[0] = pos0;
+    int failed = 0;
+    s->attn_in_team = opts->attn != NULL;
     #pragma omp parallel num_threads(nth)
     {
         uint8_t *mine = ws + per * (size_t)omp_get_thread_num();
         float *x = (float *)mine, *xb = (float *)(mine + o_xb), *hb = (float *)(mine + o_hb);
         uint8_t *act = mine + o_act;
+        int bad = 0;
         skv_weight_row(&m->tok_embd, token, x);
         for (int l = 0; l < n_layers; l++) {
             const skv_layer *L = &m->layers[l];
@@ -243,15 +251,27 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
                 }
                 skv_rope_apply(s->q, H, d, cs, sn, c->rope_mode);
                 skv_rope_apply(s->kx, Hkv, d, cs, sn, c->rope_mode);
-                cache_write(s->k[l], s->kx, 1, Hkv, d, s->S_cap, pos0, s->kv_f16);
-                cache_write(s->v[l], s->vx, 1, Hkv, d, s->S_cap, pos0, s->kv_f16);
+                if (!opts->attn) {
+                    cache_write(s->k[l], s->kx, 1, Hkv, d, s->S_cap, pos0, s->kv_f16);
+                    cache_write(s->v[l], s->vx, 1, Hkv, d, s->S_cap, pos0, s->kv_f16);
+                }
             }
-            skv_attn_args a = {
-                .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
-                .colsum = opts->colsum ? opts->colsum[l] : NULL,
-                .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
-            };
-            skv_attention_team(s->att, s->q, s->k[l], s->v[l], &a, att_ws);
+            if (opts->attn) {
+                /* the hook runs on every thread and agrees on its status (forward.h) */
+                if (opts->attn(opts->attn_ctx, l, s->q, s->kx, s->vx, pos0, 1, s->att) != 0) {
+                    bad = 1;
+                    #pragma omp master
+                    failed = 1;
+                    break;
+                }
+            } else {
+                skv_attn_args a = {
+                    .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                    .colsum = opts->colsum ? opts->colsum[l] : NULL,
+                    .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
+                };
+                skv_attention_team(s->att, s->q, s->k[l], s->v[l], &a, att_ws);
+            }
             float *y[2] = {s->xb, NULL};
             skv_gemv_team(y, g.wo, 1, s->att, act);
             for (int i = 0; i < C; i++) x[i] += s->xb[i];
@@ -262,7 +282,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
             skv_gemv_team(y, g.down, 1, hb, act);
             for (int i = 0; i < C; i++) x[i] += s->xb[i];
         }
-        if (head) {
+        if (head && !bad) {
             skv_rmsnorm(xb, x, m->out_norm.data, 1, C, c->norm_eps);
             const skv_weight *o[1] = {&m->output};
             float *lg[1] = {s->logits};
@@ -271,6 +291,8 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
         #pragma omp master
         memcpy(s->x, x, (size_t)C * sizeof(float));
     }
+    s->attn_in_team = false;
+    if (failed) return -1;
     s->n_past += 1;
     return 1;
 }

@@ -23,6 +23,8 @@ typedef struct {
     /* activations (T_max rows) */
     float *x, *xb, *q, *kx, *vx, *att, *hb, *hb2, *logits;
     int *pos;
+    bool attn_in_team;     /* true while the one-region decode calls opts->attn from every
+                              thread of its team (forward.h, attn_team) */
     /* per-thread scratch of the one-region decode (forward.c), grown on first use */
     void *team_ws;
     size_t team_ws_bytes;
@@ -45,6 +47,12 @@ typedef struct {
     int (*attn)(void *attn_ctx, int layer, const float *q, const float *k, const float *v,
                 int pos0, int T, float *out);
     void *attn_ctx;
+    /* attn may be called by every thread of one parallel region: a single-token step then
+     * runs as one region, as it does without a hook (forward.c). While it does, the state's
+     * attn_in_team is true: the hook then shares its work through orphaned `omp single` /
+     * `omp for` constructs and returns the same status on every thread; otherwise (the
+     * general path, batches) it is called by one thread alone. */
+    bool attn_team;
 } skv_fwd_opts;
 
 skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16);

@@ -12,6 +12,7 @@
 #include "../kernels/cpu/attention.h"
 #include "../kernels/cpu/compensate.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +98,9 @@ static int alloc_buffers(skv_session *s) {
     s->scr = skv_malloc((size_t)Hkv * N * sizeof(float), "session scratch");
     s->pm = skv_malloc((size_t)Hkv * g * N * sizeof(float), "session scratch");
     s->w = skv_malloc((size_t)Hkv * g * sizeof(float), "session scratch");
+    s->lane_args = skv_calloc((size_t)Hkv, sizeof(skv_comp_args), "session lanes");
+    s->lane_head_p = skv_calloc((size_t)Hkv, sizeof(float *), "session lanes");
+    if (!s->lane_args || !s->lane_head_p) return -1;
     s->obs_out = skv_malloc((size_t)s->st->T_max * c->n_head * c->head_dim * sizeof(float), "session scratch");
     if (!s->itmp || !s->ftmp || !s->mark || !s->probs || !s->scr || !s->pm || !s->w || !s->obs_out) return -1;
     return 0;
@@ -115,6 +119,7 @@ void skv_session_free(skv_session *s) {
     if (s->sel_v) for (int j = 0; j < Hkv; j++) free(s->sel_v[j]);
     free(s->sel_kv); free(s->sel_v); free(s->n_selkv); free(s->n_selv); free(s->lane_budget);
     free(s->itmp); free(s->ftmp); free(s->mark); free(s->probs); free(s->scr); free(s->pm); free(s->w);
+    free(s->lane_args); free(s->lane_head_p);
     skv_state_free(s->slm);
     skv_session_free(s->slm_sess);
     free(s->x_tmp);
@@ -306,16 +311,23 @@ static int prefill_over_hot(skv_session *s, int layer, const float *q, int pos0,
     return 0;
 }
 
+static int decode_layer(skv_session *s, int layer, const float *q, const float *k, const float *v, int pos0,
+                        float *out);
+
 static int sess_attn(void *ctx, int layer, const float *q, const float *k, const float *v, int pos0, int T, float *out) {
     skv_session *s = ctx;
+    if (!s->in_prefill) {
+        if (T != 1) return skv_error("session: decode block of %d tokens (1 expected)", T);
+        return decode_layer(s, layer, q, k, v, pos0, out);
+    }
     const skv_config *c = &s->m->cfg;
-    const int H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, g = H / Hkv;
+    const int H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim;
     skv_kvcache *kv = s->kv;
     skv_kvcache_set_fresh(kv, layer, pos0, T, k, v);
     /* the cold tier keeps everything (SmallKV) or stages this prefill (the others) */
-    if ((s->in_prefill || s->pol->uses_cold) && skv_kvcache_cold_write(kv, layer, pos0, T, k, v)) return -1;
-    if (s->in_prefill && kv->cold_base > 0) return prefill_over_hot(s, layer, q, pos0, T, out);
-    if (s->in_prefill) {
+    if (skv_kvcache_cold_write(kv, layer, pos0, T, k, v)) return -1;
+    if (kv->cold_base > 0) return prefill_over_hot(s, layer, q, pos0, T, out);
+    {
         skv_attn_args a = {
             .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = kv->cold_cap, .kv_f16 = kv->f16,
             .colsum = s->pre_colsum ? s->pre_colsum[layer] : NULL,
@@ -337,20 +349,27 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
         }
         return 0;
     }
-    if (T != 1) return skv_error("session: decode block of %d tokens (1 expected)", T);
-    const int n = pos0 + 1;
+}
+
+/* Decode, step 1 (one thread): the new row into the fresh slot (and the cold tier when the
+ * policy keeps one), selection for this layer's lanes, then per lane in order the
+ * compensated attention's arguments and the policy's marginal weights (own buffers) into
+ * s->lane_args / lane_head_p / lane_work. */
+static int decode_prepare(skv_session *s, int layer, const float *k, const float *v, int pos0) {
+    const skv_config *c = &s->m->cfg;
+    const int Hkv = c->n_kv_head, d = c->head_dim, g = c->n_head / Hkv, n = pos0 + 1;
+    skv_kvcache *kv = s->kv;
+    skv_kvcache_set_fresh(kv, layer, pos0, 1, k, v);
+    if (s->pol->uses_cold && skv_kvcache_cold_write(kv, layer, pos0, 1, k, v)) return -1;
     if (select_layer(s, layer, n)) return -1;
     const bool online_pending = s->onl_llm && !s->mapped;
     const size_t N = (size_t)s->o.max_ctx;
-    /* 1. per lane, in order: the arguments and the policy's marginal weights (own buffers) */
-    skv_comp_args args[Hkv];
-    float *head_p[Hkv];
     size_t work = 0;
     for (int j = 0; j < Hkv; j++) {
         const int ln = skv_lane(kv, layer, j);
         const int nh = kv->n_kv[ln], nm = kv->n_v[ln];
         const int *pk = skv_kvcache_hot_pos_kv(kv, layer, j), *pv = skv_kvcache_hot_pos_v(kv, layer, j);
-        skv_comp_args *a = &args[j];
+        skv_comp_args *a = &s->lane_args[j];
         *a = (skv_comp_args){
             .g = g, .d = d, .n_hot = nh, .n_marg = nm, .f16 = kv->f16,
             .k = skv_kvcache_hot_k(kv, layer, j), .v = skv_kvcache_hot_v(kv, layer, j),
@@ -367,42 +386,84 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
             memset(s->probs + (size_t)j * N, 0, (size_t)nh * sizeof(float));
             a->slot_acc = s->probs + (size_t)j * N;
         }
-        head_p[j] = NULL;
+        s->lane_head_p[j] = NULL;
         if (online_pending || s->x_colsum) {
-            head_p[j] = skv_malloc((size_t)g * nh * sizeof(float) + 1, "per-head probabilities");
-            if (!head_p[j]) {
-                for (int i = 0; i < j; i++) free(head_p[i]);
+            s->lane_head_p[j] = skv_malloc((size_t)g * nh * sizeof(float) + 1, "per-head probabilities");
+            if (!s->lane_head_p[j]) {
+                for (int i = 0; i < j; i++) { free(s->lane_head_p[i]); s->lane_head_p[i] = NULL; }
                 return -1;
             }
-            a->head_p = head_p[j];
+            a->head_p = s->lane_head_p[j];
         }
         work += (size_t)(nh + nm) * (size_t)g * (size_t)d;
     }
-    /* 2. the lanes' compensated attention, in parallel when there is enough of it to pay
-     *    for waking the other threads (with OMP_WAIT_POLICY=PASSIVE, as `make eval-*` runs,
-     *    that is tens of microseconds: at 64k multiply-adds the parallel lanes made H2O and
-     *    SmallKV at 10-20 % of 1024 tokens 1-2 % slower, the full cache 4 % faster). Each
-     *    lane writes only its own out rows and buffers: the same bits for any thread count. */
-    #pragma omp parallel for schedule(static) if (Hkv > 1 && work >= ((size_t)1 << 19))
-    for (int j = 0; j < Hkv; j++)
-        skv_compensate(out + (size_t)j * g * d, q + (size_t)j * g * d, &args[j]);
-    /* 3. per lane, in order: the policy's step update, export, online matching */
+    s->lane_work = work;
+    return 0;
+}
+
+/* Decode, step 3 (one thread): per lane in order the policy's step update, export and
+ * online matching; frees the lanes' probabilities. */
+static void decode_finish(skv_session *s, int layer, int n) {
+    const skv_config *c = &s->m->cfg;
+    const int Hkv = c->n_kv_head, g = c->n_head / Hkv;
+    const bool online_pending = s->onl_llm && !s->mapped;
+    const size_t N = (size_t)s->o.max_ctx;
     for (int j = 0; j < Hkv; j++) {
-        const int nh = args[j].n_hot;
-        const int *pk = skv_kvcache_hot_pos_kv(kv, layer, j);
+        const int nh = s->lane_args[j].n_hot;
+        const int *pk = skv_kvcache_hot_pos_kv(s->kv, layer, j);
+        float *hp = s->lane_head_p[j];
         if (s->pol->wants_step && s->pol->on_step) s->pol->on_step(s->pol, layer, j, pk, s->probs + (size_t)j * N, nh);
-        if (head_p[j] && s->x_colsum) {
+        if (hp && s->x_colsum) {
             /* export (SLM session): accumulated column sums and this step's row, by position */
             for (int u = 0; u < g; u++) {
                 const int h = j * g + u;
                 float *cs = s->x_colsum[layer] + (size_t)h * s->x_stride, *lr = s->x_lastrow[layer] + (size_t)h * s->x_stride;
                 memset(lr, 0, (size_t)n * sizeof(float));
-                for (int i = 0; i < nh; i++) { cs[pk[i]] += head_p[j][(size_t)u * nh + i]; lr[pk[i]] = head_p[j][(size_t)u * nh + i]; }
+                for (int i = 0; i < nh; i++) { cs[pk[i]] += hp[(size_t)u * nh + i]; lr[pk[i]] = hp[(size_t)u * nh + i]; }
             }
         }
-        if (head_p[j] && online_pending) online_accumulate_step(s, layer, j, pk, nh, head_p[j]);
-        free(head_p[j]);
+        if (hp && online_pending) online_accumulate_step(s, layer, j, pk, nh, hp);
+        free(hp);
+        s->lane_head_p[j] = NULL;
     }
+}
+
+/* One decode layer of the hook. Called by one thread (the forward's general path, batches)
+ * or, while s->st->attn_in_team, by every thread of the forward's team (decode_one_region:
+ * the session's step sets attn_team): then steps 1 and 3 run on one thread (`omp single`,
+ * whose barrier publishes team_rc) and the lanes' compensated attention is shared among
+ * the threads. Each lane writes only its own out rows and buffers: the same bits for any
+ * thread count. */
+static int decode_layer(skv_session *s, int layer, const float *q, const float *k, const float *v, int pos0,
+                        float *out) {
+    const skv_config *c = &s->m->cfg;
+    const int Hkv = c->n_kv_head, d = c->head_dim, g = c->n_head / Hkv;
+    if (!s->st->attn_in_team) {
+        if (decode_prepare(s, layer, k, v, pos0)) return -1;
+        /* other threads only when there is enough work to pay for waking them (with
+         * OMP_WAIT_POLICY=PASSIVE, as `make eval-*` runs, tens of microseconds: at 64k
+         * multiply-adds the parallel lanes made H2O and SmallKV at 10-20 % of 1024 tokens
+         * 1-2 % slower, the full cache 4 % faster) */
+        #pragma omp parallel for schedule(static) if (Hkv > 1 && s->lane_work >= ((size_t)1 << 19))
+        for (int j = 0; j < Hkv; j++)
+            skv_compensate(out + (size_t)j * g * d, q + (size_t)j * g * d, &s->lane_args[j]);
+        decode_finish(s, layer, pos0 + 1);
+        return 0;
+    }
+    #pragma omp single
+    {
+        s->team_rc = decode_prepare(s, layer, k, v, pos0);
+        if (s->team_rc) snprintf(s->team_err, sizeof s->team_err, "%s", skv_last_error());
+    }
+    if (s->team_rc) {   /* every thread returns the failure, with the message */
+        skv_error("%s", s->team_err);
+        return -1;
+    }
+    #pragma omp for schedule(static)
+    for (int j = 0; j < Hkv; j++)
+        skv_compensate(out + (size_t)j * g * d, q + (size_t)j * g * d, &s->lane_args[j]);
+    #pragma omp single
+    decode_finish(s, layer, pos0 + 1);
     return 0;
 }
 
@@ -603,7 +664,8 @@ int skv_session_step(skv_session *s, int token) {
     if (s->n == 0) return skv_session_prefill(s, &token, 1);
     if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + 1)) return -1;
     if ((s->slm || s->slm_sess) && slm_run(s, &token, 1, false)) return -1;
-    skv_fwd_opts fo = { .logits = SKV_LOGITS_LAST, .attn = sess_attn, .attn_ctx = s, .n_layers = s->o.n_layers };
+    skv_fwd_opts fo = { .logits = SKV_LOGITS_LAST, .attn = sess_attn, .attn_ctx = s, .n_layers = s->o.n_layers,
+                        .attn_team = true };   /* one parallel region for the step (decode_layer) */
     if (skv_forward(s->st, &token, 1, &fo)) return -1;
     s->n++;
     s->n_sel = s->n;

@@ -28,6 +28,7 @@
 #include "forward.h"
 #include "kvcache.h"
 #include "policy.h"
+#include "../kernels/cpu/compensate.h"
 
 typedef struct {
     const char *policy;        /* full, streamingllm, h2o, snapkv, pyramidkv, adakv, smallkv */
@@ -105,7 +106,12 @@ struct skv_session {
     float **x_colsum, **x_lastrow;
     int x_stride;
     float *x_tmp; size_t x_tmp_n;   /* (H, cold_cap) last-row staging */
-    char err[256];
+    /* one decode layer's lanes, shared by the threads of a forward's team (sess_attn) */
+    skv_comp_args *lane_args;  /* [Hkv] */
+    float **lane_head_p;       /* [Hkv] per-head probabilities to export, or NULL */
+    size_t lane_work;          /* multiply-adds of the layer's compensated attention */
+    int team_rc;               /* the layer's status, read by every thread */
+    char team_err[256];        /* its message, copied to every thread's error */
     /* batched decode workspaces (skv_session_step_batch), owned by the batch's first session */
     skv_batch *bws, *slm_bws;
 };

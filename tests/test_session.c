@@ -192,6 +192,39 @@ static void test_smallkv_full_budget(void **st) {
     if (smol) smallkv_full_budget(smol, 24, 4);
 }
 
+/* A decode step runs as one parallel region, the session's hook called by every thread
+ * (forward.h, attn_team); SKV_ONE_REGION=0 sends it down the general path, the hook called
+ * by one thread. Both must give the same bits, for every policy (SmallKV with its marginal
+ * weights, EMS with merged slots, H2O's step statistics), and so must the sessions' next
+ * selections (checked through the following steps' logits). */
+static void test_team_step_equals_general(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const char *pols[] = {"full", "h2o", "snapkv", "ems", "smallkv"};
+    const int V = tiny->cfg.vocab, np = 100;
+    int toks[128];
+    test_prompt(toks, np, V, 23);
+    int *map = test_identity_map(tiny);
+    for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++) {
+        const double budget = strcmp(pols[p], "full") ? 0.3 : 1.0;
+        skv_session *a = mk(tiny, pols[p], budget, 32, tiny, map), *b = mk(tiny, pols[p], budget, 32, tiny, map);
+        assert_int_equal(skv_session_prefill(a, toks, np), 0);
+        assert_int_equal(skv_session_prefill(b, toks, np), 0);
+        for (int i = 0; i < 40; i++) {
+            const int t = test_argmax(skv_session_logits(a), V);
+            assert_int_equal(skv_session_step(a, t), 0);
+            setenv("SKV_ONE_REGION", "0", 1);
+            assert_int_equal(skv_session_step(b, t), 0);
+            unsetenv("SKV_ONE_REGION");
+            if (memcmp(skv_session_logits(a), skv_session_logits(b), (size_t)V * sizeof(float)))
+                fail_msg("%s: step %d: one region and general path differ", pols[p], i);
+        }
+        skv_session_free(a);
+        skv_session_free(b);
+    }
+    free(map);
+}
+
 static void test_budgets_hold(void **st) {
     (void)st;
     need_hook(tiny);
@@ -461,6 +494,7 @@ int main(void) {
         cmocka_unit_test(test_second_prefill_full),
         cmocka_unit_test(test_smallkv_full_budget),
         cmocka_unit_test(test_budgets_hold),
+        cmocka_unit_test(test_team_step_equals_general),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_fork_shares_cold),
         cmocka_unit_test(test_derive),
