@@ -6,6 +6,8 @@
  * huge pages made SmolLM2 decode at 2048 tokens ~11 % faster on the development VM (median of
  * 8 alternated runs, docs/performance.md). The machine's THP mode is usually "madvise", so
  * the memory is mapped anonymously, 2 MiB-aligned, and advised with MADV_HUGEPAGE.
+ * Pages are still faulted in on first touch, but 2 MiB at a time: a KV cache sized for a
+ * long context shows up in the resident set in 2 MiB steps as its rows are first written.
  * Environment: SKV_HUGEPAGES=0 leaves out the advice (plain 4 KiB pages, same layout).
  * Under AddressSanitizer the arrays come from the heap instead, so that reads past their
  * ends are still caught. */
