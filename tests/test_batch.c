@@ -31,19 +31,8 @@
 
 static skv_model *tiny, *smol;
 
-static int setup(void **st) {
-    (void)st;
-    if (!(tiny = tiny_model_load(SKV_ARCH_QWEN2, 7, "batch"))) return -1;
-    smol = test_load_smollm2();
-    return 0;
-}
-
-static int teardown(void **st) {
-    (void)st;
-    skv_model_free(tiny);
-    skv_model_free(smol);
-    return 0;
-}
+static int setup(void **st) { (void)st; return test_models_load(&tiny, &smol, SKV_ARCH_QWEN2, 7, "batch"); }
+static int teardown(void **st) { (void)st; test_models_free(&tiny, &smol); return 0; }
 
 /* max |a - b| / max(1, max |a|) */
 static double reldiff(const float *a, const float *b, int n) {

@@ -27,19 +27,8 @@
 
 static skv_model *tiny, *smol;
 
-static int setup(void **st) {
-    (void)st;
-    if (!(tiny = tiny_model_load(SKV_ARCH_LLAMA, 42, "kvlog"))) return -1;
-    smol = test_load_smollm2();
-    return 0;
-}
-
-static int teardown(void **st) {
-    (void)st;
-    skv_model_free(tiny);
-    skv_model_free(smol);
-    return 0;
-}
+static int setup(void **st) { (void)st; return test_models_load(&tiny, &smol, SKV_ARCH_LLAMA, 42, "kvlog"); }
+static int teardown(void **st) { (void)st; test_models_free(&tiny, &smol); return 0; }
 
 /* ---------------------------------------------------------------- host mirror */
 

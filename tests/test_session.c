@@ -45,19 +45,8 @@ static bool forward_has_hook(const skv_model *m) {
     return calls > 0;
 }
 
-static int setup(void **st) {
-    (void)st;
-    if (!(tiny = tiny_model_load(SKV_ARCH_LLAMA, 42, "session"))) return -1;
-    smol = test_load_smollm2();
-    return 0;
-}
-
-static int teardown(void **st) {
-    (void)st;
-    skv_model_free(tiny);
-    skv_model_free(smol);
-    return 0;
-}
+static int setup(void **st) { (void)st; return test_models_load(&tiny, &smol, SKV_ARCH_LLAMA, 42, "session"); }
+static int teardown(void **st) { (void)st; test_models_free(&tiny, &smol); return 0; }
 
 static void need_hook(const skv_model *m) {
     if (!m) skip();

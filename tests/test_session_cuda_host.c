@@ -166,19 +166,8 @@ int fake_forward_dev(skv_cuda_state *s, const int *tokens, int T, const skv_fwd_
 
 static skv_model *tiny, *smol;
 
-static int setup(void **st) {
-    (void)st;
-    if (!(tiny = tiny_model_load(SKV_ARCH_LLAMA, 42, "scuda"))) return -1;
-    smol = test_load_smollm2();
-    return 0;
-}
-
-static int teardown(void **st) {
-    (void)st;
-    skv_model_free(tiny);
-    skv_model_free(smol);
-    return 0;
-}
+static int setup(void **st) { (void)st; return test_models_load(&tiny, &smol, SKV_ARCH_LLAMA, 42, "scuda"); }
+static int teardown(void **st) { (void)st; test_models_free(&tiny, &smol); return 0; }
 
 static skv_session *mk(const skv_model *m, const char *policy, double budget, const int *map, bool f16) {
     skv_session_opts o = test_self_pair_opts(m, policy, budget, map);

@@ -351,3 +351,15 @@ skv_model *test_load_smollm2(void) {
     snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir && *dir ? dir : "models");
     return access(path, R_OK) == 0 ? skv_model_load_gguf(path) : NULL;
 }
+
+int test_models_load(skv_model **tiny, skv_model **smol, skv_arch arch, uint64_t seed, const char *tag) {
+    if (!(*tiny = tiny_model_load(arch, seed, tag))) return -1;
+    *smol = test_load_smollm2();
+    return 0;
+}
+
+void test_models_free(skv_model **tiny, skv_model **smol) {
+    skv_model_free(*tiny);
+    skv_model_free(*smol);
+    *tiny = *smol = NULL;
+}
