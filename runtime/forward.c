@@ -15,7 +15,8 @@
  *     x  += hb Wdown^T
  *   xb = rmsnorm(x) * out_norm; logits = xb Woutput^T      (1 or T, vocab)
  * Every buffer lives in skv_state, allocated once in skv_state_new. A single decode token
- * without an attention hook takes decode_one_region (the same steps in one OpenMP region). */
+ * without an attention hook, or with one that runs in a team (attn_team), takes
+ * decode_one_region (the same steps in one OpenMP region). */
 #include "forward.h"
 #include "hugemem.h"
 #include "util.h"
@@ -194,6 +195,20 @@ static size_t team_act_bytes(const skv_model *m, int n_layers, bool head) {
 
 static size_t up64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+static int one_region = -1;   /* -1: read SKV_ONE_REGION on first use */
+
+void skv_forward_set_one_region(int on) { __atomic_store_n(&one_region, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+static int one_region_on(void) {
+    int f = __atomic_load_n(&one_region, __ATOMIC_RELAXED);
+    if (f < 0) {
+        const char *e = getenv("SKV_ONE_REGION");
+        f = e && !strcmp(e, "0") ? 0 : 1;
+        __atomic_store_n(&one_region, f, __ATOMIC_RELAXED);
+    }
+    return f;
+}
+
 /* One token at position s->n_past; 1 when it ran, 0 when this path does not apply, -1 on
  * error. Shapes as in skv_forward with T = 1. */
 static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, int n_layers) {
@@ -202,9 +217,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
     const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, F = c->ffn_dim;
     const int Q = H * d, KV = Hkv * d, pos0 = s->n_past;
     const bool head = n_layers == c->n_layer && opts->logits != SKV_LOGITS_NONE;
-    if ((opts->attn && !opts->attn_team) || d / 2 > 512) return 0;
-    const char *env = getenv("SKV_ONE_REGION");   /* =0: the general path (for checks) */
-    if (env && !strcmp(env, "0")) return 0;
+    if ((opts->attn && !opts->attn_team) || d / 2 > 512 || !one_region_on()) return 0;
     const size_t ab = team_act_bytes(m, n_layers, head);
     if (!ab) return 0;
     /* per thread: x (C), xb (max(C, Q)), hb (F), act (ab); then one attention workspace

@@ -59,6 +59,10 @@ skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16);
 /* A state without a KV cache (k[l], v[l] NULL), for callers that own their KV storage and
  * run skv_forward with an attention hook (the compressed-cache session, batch workspaces). */
 skv_state *skv_state_new_nocache(const skv_model *m, int S_cap, int T_max, bool kv_f16);
+/* Whether a single-token step may run as one parallel region (default: yes, unless the
+ * environment has SKV_ONE_REGION=0, read once); off sends it down the general path, with the
+ * same bits (for checks). */
+void skv_forward_set_one_region(int on);
 void skv_state_free(skv_state *s);
 void skv_state_reset(skv_state *s);   /* forget the sequence (n_past = 0) */
 

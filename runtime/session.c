@@ -327,28 +327,26 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
     /* the cold tier keeps everything (SmallKV) or stages this prefill (the others) */
     if (skv_kvcache_cold_write(kv, layer, pos0, T, k, v)) return -1;
     if (kv->cold_base > 0) return prefill_over_hot(s, layer, q, pos0, T, out);
-    {
-        skv_attn_args a = {
-            .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = kv->cold_cap, .kv_f16 = kv->f16,
-            .colsum = s->pre_colsum ? s->pre_colsum[layer] : NULL,
-            .lastrow = s->x_lastrow ? s->x_tmp : NULL,     /* (H, cold_cap), copied below */
-        };
-        skv_attention(out, q, kv->ck[layer], kv->cv[layer], &a);
-        if (s->x_lastrow && layer < s->L_act)
-            for (int h = 0; h < H; h++)
-                memcpy(s->x_lastrow[layer] + (size_t)h * s->x_stride, s->x_tmp + (size_t)h * kv->cold_cap,
-                       (size_t)(pos0 + T) * sizeof(float));
-        if (s->pre_obs) {
-            int t0 = s->pre_obs_from - pos0;
-            if (t0 < 0) t0 = 0;
-            if (t0 < T) {
-                skv_attn_args b = a;
-                b.T = T - t0; b.pos0 = pos0 + t0; b.colsum = s->pre_obs[layer]; b.lastrow = NULL;
-                skv_attention(s->obs_out, q + (size_t)t0 * H * d, kv->ck[layer], kv->cv[layer], &b);
-            }
+    skv_attn_args a = {
+        .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = kv->cold_cap, .kv_f16 = kv->f16,
+        .colsum = s->pre_colsum ? s->pre_colsum[layer] : NULL,
+        .lastrow = s->x_lastrow ? s->x_tmp : NULL,     /* (H, cold_cap), copied below */
+    };
+    skv_attention(out, q, kv->ck[layer], kv->cv[layer], &a);
+    if (s->x_lastrow && layer < s->L_act)
+        for (int h = 0; h < H; h++)
+            memcpy(s->x_lastrow[layer] + (size_t)h * s->x_stride, s->x_tmp + (size_t)h * kv->cold_cap,
+                   (size_t)(pos0 + T) * sizeof(float));
+    if (s->pre_obs) {
+        int t0 = s->pre_obs_from - pos0;
+        if (t0 < 0) t0 = 0;
+        if (t0 < T) {
+            skv_attn_args b = a;
+            b.T = T - t0; b.pos0 = pos0 + t0; b.colsum = s->pre_obs[layer]; b.lastrow = NULL;
+            skv_attention(s->obs_out, q + (size_t)t0 * H * d, kv->ck[layer], kv->cv[layer], &b);
         }
-        return 0;
     }
+    return 0;
 }
 
 /* Decode, step 1 (one thread): the new row into the fresh slot (and the cold tier when the

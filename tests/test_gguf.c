@@ -135,7 +135,7 @@ static long mapping_rss_kb(const void *p) {
     bool in = false;
     while (fgets(line, sizeof line, fp)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {   /* a mapping's header line */
             in = lo == (unsigned long)(uintptr_t)p;
             continue;
         }

@@ -182,8 +182,8 @@ static void test_smallkv_full_budget(void **st) {
 }
 
 /* A decode step runs as one parallel region, the session's hook called by every thread
- * (forward.h, attn_team); SKV_ONE_REGION=0 sends it down the general path, the hook called
- * by one thread. Both must give the same bits, for every policy (SmallKV with its marginal
+ * (forward.h, attn_team); skv_forward_set_one_region(0) sends it down the general path, the
+ * hook called by one thread. Both must give the same bits, for every policy (SmallKV with its marginal
  * weights, EMS with merged slots, H2O's step statistics), and so must the sessions' next
  * selections (checked through the following steps' logits). */
 static void test_team_step_equals_general(void **st) {
@@ -202,9 +202,9 @@ static void test_team_step_equals_general(void **st) {
         for (int i = 0; i < 40; i++) {
             const int t = test_argmax(skv_session_logits(a), V);
             assert_int_equal(skv_session_step(a, t), 0);
-            setenv("SKV_ONE_REGION", "0", 1);
+            skv_forward_set_one_region(0);
             assert_int_equal(skv_session_step(b, t), 0);
-            unsetenv("SKV_ONE_REGION");
+            skv_forward_set_one_region(1);
             if (memcmp(skv_session_logits(a), skv_session_logits(b), (size_t)V * sizeof(float)))
                 fail_msg("%s: step %d: one region and general path differ", pols[p], i);
         }
