@@ -136,6 +136,46 @@ static void test_decode_threads(void **state) {
     teardown_f(&f);
 }
 
+/* Decode over many chunks (2500 keys: 20 of 128 per KV head): a thread does its share of
+ * the (KV head, chunk) units as runs of consecutive chunks (up to 128 KiB of K), and how the
+ * units fall into runs depends on the team size; teams of 1, 2, 3 and 5 split them
+ * differently (runs of 8, of 1, across KV heads), and every split must give the same bits
+ * (out, colsum, lastrow), fp16 (runs of 8 chunks) and fp32 (4). Group 7 = head blocks 3, 3, 1. */
+static void test_decode_runs(void **state) {
+    (void)state;
+    const int H = 14, Hkv = 2, d = 64, pos0 = 2500;
+    for (int f16 = 1; f16 >= 0; f16--) {
+        fixture f;
+        setup(&f, 1, H, Hkv, d, pos0, f16);
+        const size_t nq = (size_t)H * d, ns = (size_t)H * f.a.S_cap;
+        const int teams[4] = {1, 2, 3, 5};
+        float *ws = skv_aligned_alloc(skv_attention_ws_floats(&f.a, 5) * 4, "test");
+        assert_non_null(ws);
+        for (int i = 0; i < 4; i++) {
+            float *out = i ? f.out : f.out_ref, *cs = i ? f.cs : f.cs_ref, *lr = i ? f.lr : f.lr_ref;
+            memset(cs, 0, ns * 4);
+            memset(lr, 0, ns * 4);
+            skv_attn_args a = f.a;
+            a.colsum = cs; a.lastrow = lr;
+            #pragma omp parallel num_threads(teams[i])
+            skv_attention_team(out, f.q, f.k, f.v, &a, ws);
+            if (!i) continue;
+            assert_memory_equal(f.out, f.out_ref, nq * 4);
+            assert_memory_equal(f.cs, f.cs_ref, ns * 4);
+            assert_memory_equal(f.lr, f.lr_ref, ns * 4);
+        }
+        /* and the one-thread bits are attention's (reference within the usual tolerance) */
+        skv_attn_args ar = f.a;
+        ar.colsum = f.cs; ar.lastrow = f.lr;
+        memset(f.cs, 0, ns * 4);
+        skv_attention_ref(f.out, f.q, f.k, f.v, &ar);
+        assert_true(maxdiff(f.out, f.out_ref, nq) < 2e-5f);
+        assert_true(maxdiff(f.cs, f.cs_ref, ns) < 1e-5f);
+        free(ws);
+        teardown_f(&f);
+    }
+}
+
 static void test_prefill(void **state) {
     (void)state;
     for (int f16 = 0; f16 < 2; f16++) {
@@ -184,6 +224,7 @@ int main(void) {
         cmocka_unit_test(test_prefill),
         cmocka_unit_test(test_colsum_rows),
         cmocka_unit_test(test_decode_threads),
+        cmocka_unit_test(test_decode_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

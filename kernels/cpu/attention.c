@@ -152,7 +152,7 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
 
 /* ---------------- decode: one query row, grouped by KV head, split over keys ----------------
  * A unit = (KV head, chunk of DEC_CHUNK keys), run for the grp = H/Hkv query heads of the KV
- * head in blocks of up to 3 (dec_unit): each K and V element is read from the cache and
+ * head in blocks of up to 3 (dec_run): each K and V element is read from the cache and
  * converted to fp32 in a register once per block and used there by every head of the block
  * (accumulators: 3 heads x 4 keys for the scores, 3 heads x 32 columns for the output).
  * Per head a unit leaves m (its max score), l = sum_k exp(s_k - m), o = sum_k exp(s_k - m)
@@ -167,8 +167,17 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
  * stores and reloads then cost as much as the arithmetic, and converting in registers with
  * rows prefetched DEC_PF_KEYS ahead runs the SmolLM2 shapes 1.25x and the Qwen2.5-0.5B
  * shapes 1.3x faster (cold cache, 2 threads, docs/performance.md), with the same bits:
- * every score and output element gets the same FMA chain and the same reduction. */
+ * every score and output element gets the same FMA chain and the same reduction.
+ * Runs: each thread takes a contiguous share of the units (as a static `omp for` would) and
+ * does consecutive chunks of one KV head, up to DEC_RUN_BYTES of K, as one run: the scores of
+ * all the run's chunks (one long pass over K), then their softmax parts, then their V sums
+ * (one long pass over V). Every chunk's arithmetic is the one above, so the bits do not
+ * change; what changes is that the cache is read in streams of up to 128 KiB instead of
+ * alternating between K and V every 128 rows. Each switch cost ~0.4 us (the
+ * hardware prefetcher starting a stream again; software prefetch did not help): SmolLM2
+ * shapes at 2048 keys from memory, one thread, 14.8 -> ~19.5 GB/s (docs/performance.md). */
 #define DEC_CHUNK 128
+#define DEC_RUN_BYTES ((size_t)128 << 10)   /* K (or V) bytes of one run: stays in L2 for the next head block */
 #define DEC_TILE 16
 #define DEC_DMAX 256
 #define DEC_GMAX 64       /* query heads per KV head */
@@ -233,36 +242,16 @@ static inline __attribute__((always_inline)) void dec_pv(const void *V, bool f16
         _Pragma("GCC unroll 4") for (int r = 0; r < nv; r++) _mm256_storeu_ps(o[g] + i0 + 8 * r, acc[g][r]);
 }
 
-/* One unit for nb (<= 3, a literal at each call) query heads q (nb, d) of a KV head (K, V at
- * that head): keys k0 .. k1-1; p[g] the head's score row, part[g] its (m, l, o[d]). */
-static inline __attribute__((always_inline)) void dec_unit(const float *q, const void *K, const void *V, bool f16,
-                                                           int d, int nb, int k0, int k1, float scale,
-                                                           float *const *p, float *const *part) {
-    /* scores s = q.K / sqrt(d): 4 keys at a time over the complete 8-key groups, then the
-     * last < 8 keys one by one (skv_hsum8) */
-    const __m128 vsc = _mm_set1_ps(scale);
-    const int k8 = k0 + ((k1 - k0) & ~7);
+/* The two phases of a chunk that carry the arithmetic, for a block of nb (<= 3) query heads:
+ * the scores of its complete 4-key groups (keys k0 .. k8-1) and o += e[k] V[k] over keys
+ * k0 .. k1-1, 16 keys at a time, all columns (32 per pass) before the next 16 keys, so passes
+ * after the first find the rows in L1. */
+static inline __attribute__((always_inline)) void dec_scores_chunk(const float *q, const void *K, bool f16, int d, int nb,
+                                                                   int k0, int k8, __m128 vsc, float *const *p) {
     for (int k = k0; k < k8; k += 4) dec_scores4(q, K, f16, d, nb, k, vsc, p);
-    for (int k = k8; k < k1; k++)
-        for (int g = 0; g < nb; g++) {
-            const float *qv = q + (size_t)g * d;
-            __m256 acc = _mm256_setzero_ps();
-            for (int i = 0; i < d; i += 8)
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + i), skv_load8(K, f16, (size_t)k * d + i), acc);
-            p[g][k] = skv_hsum8(acc) * scale;
-        }
-    /* per head: m, e = exp(s - m) in place, l = sum e; o = 0 */
-    float *o[3];
-    for (int g = 0; g < nb; g++) {
-        float *pg = p[g] + k0;
-        const float mx = skv_max_row(pg, k1 - k0);
-        part[g][0] = mx;
-        part[g][1] = skv_exp_sum(pg, k1 - k0, mx);
-        o[g] = part[g] + 2;
-        memset(o[g], 0, (size_t)d * sizeof(float));
-    }
-    /* o += e[k] V[k]: 16 keys at a time, all columns (32 per pass) before the next 16
-     * keys, so passes after the first find the rows in L1 */
+}
+static inline __attribute__((always_inline)) void dec_pv_chunk(const void *V, bool f16, int d, int nb, int k0, int k1,
+                                                               float *const *p, float *const *o) {
     for (int kt = k0; kt < k1; kt += DEC_TILE) {
         const int ke = k1 - kt < DEC_TILE ? k1 : kt + DEC_TILE;
         dec_prefetch(V, f16, d, kt + DEC_PF_KEYS, ke - kt);
@@ -272,23 +261,77 @@ static inline __attribute__((always_inline)) void dec_unit(const float *q, const
     }
 }
 
-/* The KV head's grp query heads in blocks of 3 (then 2 or 1), each block one dec_unit with
- * the block size and the cache type as literals. */
-static void dec_heads(const float *q, const void *K, const void *V, bool f16, int d, int grp, int k0, int k1,
-                      float scale, float *const *p, float *const *part) {
+/* ... as out-of-line functions specialised for (nb, cache type): inlined into the run's
+ * chunk loops, GCC ran out of registers in the V loop (its 3 broadcasts went to the stack,
+ * the kernel ran 1.5x slower from cache) */
+typedef void (*dec_scores_fn)(const float *q, const void *K, int d, int k0, int k8, __m128 vsc, float *const *p);
+typedef void (*dec_pv_fn)(const void *V, int d, int k0, int k1, float *const *p, float *const *o);
+#define DEC_PHASES(NB, F16, SUF)                                                                                   \
+    static void dec_scores_##SUF(const float *q, const void *K, int d, int k0, int k8, __m128 vsc, float *const *p) { \
+        dec_scores_chunk(q, K, F16, d, NB, k0, k8, vsc, p);                                                       \
+    }                                                                                                             \
+    static void dec_pv_##SUF(const void *V, int d, int k0, int k1, float *const *p, float *const *o) {            \
+        dec_pv_chunk(V, F16, d, NB, k0, k1, p, o);                                                                \
+    }
+DEC_PHASES(1, false, 1f)
+DEC_PHASES(2, false, 2f)
+DEC_PHASES(3, false, 3f)
+DEC_PHASES(1, true, 1h)
+DEC_PHASES(2, true, 2h)
+DEC_PHASES(3, true, 3h)
+#undef DEC_PHASES
+static const dec_scores_fn dec_scores_tab[2][3] = {{dec_scores_1f, dec_scores_2f, dec_scores_3f},
+                                                   {dec_scores_1h, dec_scores_2h, dec_scores_3h}};
+static const dec_pv_fn dec_pv_tab[2][3] = {{dec_pv_1f, dec_pv_2f, dec_pv_3f}, {dec_pv_1h, dec_pv_2h, dec_pv_3h}};
+
+/* One run for nb (<= 3) query heads q (nb, d) of a KV head (K, V at that head): chunks
+ * c0 .. c1-1 of the n keys; p[g] the head's score row, part[g] its partials, chunk c's
+ * (m, l, o[d]) at part[g] + c * ps. Each chunk: scores s = q.K / sqrt(d) (4 keys at a time
+ * over the complete 8-key groups, then the last < 8 keys one by one, skv_hsum8), then per
+ * head m = max s, e = exp(s - m) in place, l = sum e, then o = sum e[k] V[k]; the run does
+ * each phase for all its chunks before the next phase. */
+static void dec_run(const float *q, const void *K, const void *V, bool f16, int d, int nb, int c0, int c1, int n,
+                    size_t ps, float scale, float *const *p, float *const *part) {
+    const dec_scores_fn scores = dec_scores_tab[f16][nb - 1];
+    const dec_pv_fn pv = dec_pv_tab[f16][nb - 1];
+    const __m128 vsc = _mm_set1_ps(scale);
+    for (int c = c0; c < c1; c++) {
+        const int k0 = c * DEC_CHUNK, k1 = k0 + DEC_CHUNK < n ? k0 + DEC_CHUNK : n;
+        const int k8 = k0 + ((k1 - k0) & ~7);
+        scores(q, K, d, k0, k8, vsc, p);
+        for (int k = k8; k < k1; k++)
+            for (int g = 0; g < nb; g++) {
+                const float *qv = q + (size_t)g * d;
+                __m256 acc = _mm256_setzero_ps();
+                for (int i = 0; i < d; i += 8)
+                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qv + i), skv_load8(K, f16, (size_t)k * d + i), acc);
+                p[g][k] = skv_hsum8(acc) * scale;
+            }
+    }
+    for (int c = c0; c < c1; c++) {
+        const int k0 = c * DEC_CHUNK, k1 = k0 + DEC_CHUNK < n ? k0 + DEC_CHUNK : n;
+        for (int g = 0; g < nb; g++) {
+            float *pg = p[g] + k0, *pc = part[g] + (size_t)c * ps;
+            const float mx = skv_max_row(pg, k1 - k0);
+            pc[0] = mx;
+            pc[1] = skv_exp_sum(pg, k1 - k0, mx);
+            memset(pc + 2, 0, (size_t)d * sizeof(float));
+        }
+    }
+    for (int c = c0; c < c1; c++) {
+        const int k0 = c * DEC_CHUNK, k1 = k0 + DEC_CHUNK < n ? k0 + DEC_CHUNK : n;
+        float *o[3];
+        for (int g = 0; g < nb; g++) o[g] = part[g] + (size_t)c * ps + 2;
+        pv(V, d, k0, k1, p, o);
+    }
+}
+
+/* The KV head's grp query heads in blocks of 3 (then 2 or 1), each block one dec_run. */
+static void dec_heads(const float *q, const void *K, const void *V, bool f16, int d, int grp, int c0, int c1, int n,
+                      size_t ps, float scale, float *const *p, float *const *part) {
     for (int g0 = 0; g0 < grp; g0 += 3) {
         const int nb = grp - g0 < 3 ? grp - g0 : 3;
-        const float *qb = q + (size_t)g0 * d;
-        float *const *pb = p + g0, *const *tb = part + g0;
-        if (f16) {
-            if (nb == 3) dec_unit(qb, K, V, true, d, 3, k0, k1, scale, pb, tb);
-            else if (nb == 2) dec_unit(qb, K, V, true, d, 2, k0, k1, scale, pb, tb);
-            else dec_unit(qb, K, V, true, d, 1, k0, k1, scale, pb, tb);
-        } else {
-            if (nb == 3) dec_unit(qb, K, V, false, d, 3, k0, k1, scale, pb, tb);
-            else if (nb == 2) dec_unit(qb, K, V, false, d, 2, k0, k1, scale, pb, tb);
-            else dec_unit(qb, K, V, false, d, 1, k0, k1, scale, pb, tb);
-        }
+        dec_run(q + (size_t)g0 * d, K, V, f16, d, nb, c0, c1, n, ps, scale, p + g0, part + g0);
     }
 }
 
@@ -321,30 +364,39 @@ static void dec_merge(float *o, const float *p, const float *part, size_t nch, i
     }
 }
 
-/* The decode units and the merge as two orphaned `omp for` loops (each ends in a barrier);
- * ws: the shared workspace (dec_ws_floats), 64-byte aligned, the same pointer on every
- * thread. Both loops are static: a thread gets a contiguous run of units (KV head major)
- * and then merges the heads of mostly those KV heads, so the partials it merges are
- * mostly its own (no line transfers between cores). */
+/* The decode units, then the merge (an orphaned `omp for`), each ending in a barrier; ws: the
+ * shared workspace (dec_ws_floats), 64-byte aligned, the same pointer on every thread.
+ * A thread takes a contiguous share of the units (KV head major; the split of a static
+ * `omp for`) and does it as runs (dec_run); the merge loop is static too, so a thread
+ * merges the heads of mostly its own units (no line transfers between cores). */
 static void dec_tasks(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a, float *ws) {
     const int H = a->H, Hkv = a->Hkv, d = a->d, grp = H / Hkv, n = a->pos0 + 1;
     const float scale = 1.0f / sqrtf((float)d);
     const size_t esz = a->kv_f16 ? 2 : 4, nch = dec_nch((size_t)n), prow = dec_prow((size_t)n), ps = dec_ps(d);
     float *part = ws + (size_t)H * prow;   /* (H, nch, ps) */
-    #pragma omp for schedule(static)
-    for (int64_t u = 0; u < (int64_t)(Hkv * nch); u++) {
-        const int kvh = (int)(u / (int64_t)nch), c = (int)(u % (int64_t)nch);
+    const int64_t units = (int64_t)Hkv * (int64_t)nch;
+    const size_t chunk_bytes = (size_t)DEC_CHUNK * d * esz;
+    const int64_t run = DEC_RUN_BYTES > chunk_bytes ? (int64_t)(DEC_RUN_BYTES / chunk_bytes) : 1;
+    const int64_t nth = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t base = units / nth, extra = units % nth;
+    const int64_t u_end = (t + 1) * base + (t + 1 < extra ? t + 1 : extra);
+    for (int64_t u = t * base + (t < extra ? t : extra); u < u_end;) {
+        const int kvh = (int)(u / (int64_t)nch), c0 = (int)(u % (int64_t)nch);
+        int64_t c1 = c0 + run;
+        if (c1 > (int64_t)nch) c1 = (int64_t)nch;
+        if (c1 - c0 > u_end - u) c1 = c0 + (u_end - u);
         const size_t kvoff = (size_t)kvh * a->S_cap * d * esz;
         const void *K = (const uint8_t *)kc + kvoff, *V = (const uint8_t *)vc + kvoff;
-        const int k0 = c * DEC_CHUNK, k1 = k0 + DEC_CHUNK < n ? k0 + DEC_CHUNK : n;
         float *pr[DEC_GMAX], *pt[DEC_GMAX];
         for (int g = 0; g < grp; g++) {
             const int h = kvh * grp + g;
             pr[g] = ws + (size_t)h * prow;
-            pt[g] = part + ((size_t)h * nch + (size_t)c) * ps;
+            pt[g] = part + (size_t)h * nch * ps;
         }
-        dec_heads(q + (size_t)kvh * grp * d, K, V, a->kv_f16, d, grp, k0, k1, scale, pr, pt);
+        dec_heads(q + (size_t)kvh * grp * d, K, V, a->kv_f16, d, grp, c0, (int)c1, n, ps, scale, pr, pt);
+        u += c1 - c0;
     }
+    #pragma omp barrier
     #pragma omp for schedule(static)
     for (int h = 0; h < H; h++)
         dec_merge(out + (size_t)h * d, ws + (size_t)h * prow, part + (size_t)h * nch * ps, nch, d, n, a, h);
