@@ -178,6 +178,21 @@ static void test_usage(void **st) {
     assert_int_equal(run(out, sizeof out, "profile show"), 2);
     assert_int_equal(run(out, sizeof out, "profile frob x"), 2);
     expect_error("/nonexistent/p.skvprof", "profile show /nonexistent/p.skvprof");
+    /* the top-level help names every command main() dispatches, and each has its own help */
+    const char *cmds[] = {"info", "generate", "ppl", "profile", "eval"};
+    assert_int_equal(run(out, sizeof out, "--help"), 0);
+    char top[sizeof out];
+    memcpy(top, out, sizeof top);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char line[32], c[32];
+        snprintf(line, sizeof line, "\n  %s ", cmds[i]);
+        if (!strstr(top, line)) fail_msg("'smallkv --help' does not list '%s'", cmds[i]);
+        snprintf(c, sizeof c, "%s --help", cmds[i]);
+        assert_int_equal(run(out, sizeof out, c), 0);
+        assert_non_null(strstr(out, "usage: smallkv"));
+    }
+    assert_int_equal(run(out, sizeof out, "frobnicate"), 2);
+    assert_non_null(strstr(out, "unknown command 'frobnicate'"));
 }
 
 static void test_profile_show(void **st) {

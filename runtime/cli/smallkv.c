@@ -19,6 +19,11 @@ static const char *USAGE =
     "  generate MODEL --prompt TEXT   generate text (full cache, greedy by default)\n"
     "  ppl MODEL FILE                 perplexity of a text file\n"
     "  profile show PROFILE           print a SmallKV profile\n"
+    "  eval TASK --llm MODEL [--slm S --profile P] -o RESULTS.json\n"
+    "                                 evaluate policies and budgets (fidelity, passkey, gsm8k,\n"
+    "                                 bbh, calibration); resumable\n"
+    "  eval report RESULTS.json ... -o REPORT.md\n"
+    "                                 tables and plots from evaluation results\n"
     "MODEL is a GGUF file or a Hugging Face directory (config.json + *.safetensors).\n"
     "Run 'smallkv COMMAND --help' for a command's options.\n";
 
