@@ -130,7 +130,7 @@ static void add_bias(float *y, const skv_weight *b, int T, int n) {
 
 /* x (n) += y (n) */
 static void add_into(float *x, const float *y, size_t n) {
-    #pragma omp parallel for simd if (n > 65536) schedule(static)
+    #pragma omp parallel for if (n > 65536) schedule(static)
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
