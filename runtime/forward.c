@@ -80,18 +80,19 @@ static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f1
     /* one block: K of every layer, then V; each layer's array 64-byte aligned */
     const size_t per64 = (per + 63) & ~(size_t)63;
     size_t arena = 0;
-    if (ok && cache && !skv_mul_ok(per64, 2 * (size_t)c->n_layer, &arena)) {
-        skv_error("skv_state_new: KV cache size overflows (S_cap %d)", S_cap);
-        ok = false;
-    }
     if (ok && cache) {
-        s->kv_arena = skv_huge_alloc(arena, "kv cache");
-        if (s->kv_arena) s->kv_arena_bytes = arena;
-        ok = s->kv_arena != NULL;
-    }
-    for (int l = 0; ok && cache && l < c->n_layer; l++) {
-        s->k[l] = (uint8_t *)s->kv_arena + (size_t)l * per64;
-        s->v[l] = (uint8_t *)s->kv_arena + ((size_t)c->n_layer + l) * per64;
+        if (!skv_mul_ok(per64, 2 * (size_t)c->n_layer, &arena)) {
+            skv_error("skv_state_new: KV cache size overflows (S_cap %d)", S_cap);
+            ok = false;
+        } else if (!(s->kv_arena = skv_huge_alloc(arena, "kv cache"))) {
+            ok = false;
+        } else {
+            s->kv_arena_bytes = arena;
+            for (int l = 0; l < c->n_layer; l++) {
+                s->k[l] = (uint8_t *)s->kv_arena + (size_t)l * per64;
+                s->v[l] = (uint8_t *)s->kv_arena + ((size_t)c->n_layer + l) * per64;
+            }
+        }
     }
     if (!ok) {
         skv_error_prefix("skv_state_new (S_cap %d, T_max %d)", S_cap, T_max);

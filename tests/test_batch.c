@@ -99,14 +99,10 @@ static void test_plain_smollm2(void **st) {
 
 static skv_session *mk(const skv_model *m, const char *policy, double budget, const skv_model *slm, const int *map,
                        double slm_budget) {
-    skv_session_opts o;
-    skv_session_opts_default(&o);
-    o.policy = policy;
-    o.budget = budget;
+    skv_session_opts o = test_self_pair_opts(m, policy, budget, map);
     o.max_ctx = 256;
     o.T_max = 32;
     o.slm = slm;
-    o.map = map;
     o.slm_budget = slm_budget;
     skv_session *s = skv_session_new(m, &o);
     if (!s) print_message("session: %s\n", skv_last_error());

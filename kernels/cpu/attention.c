@@ -187,6 +187,8 @@ static bool dec_applies(const skv_attn_args *a) {
     return a->T == 1 && a->d % 8 == 0 && a->d <= DEC_DMAX && a->H / a->Hkv <= DEC_GMAX;
 }
 static size_t dec_nch(size_t n) { return (n + DEC_CHUNK - 1) / DEC_CHUNK; }
+/* one past the last key of chunk c of n keys */
+static int dec_k1(size_t c, int n) { return (c + 1) * DEC_CHUNK < (size_t)n ? (int)((c + 1) * DEC_CHUNK) : n; }
 /* strides padded to 16 floats (a cache line): units on different threads never write to
  * one line (on this VM a line moving between the two cores cost up to 15 % of a SmolLM2
  * decode step at 2048 tokens) */
@@ -242,14 +244,9 @@ static inline __attribute__((always_inline)) void dec_pv(const void *V, bool f16
         _Pragma("GCC unroll 4") for (int r = 0; r < nv; r++) _mm256_storeu_ps(o[g] + i0 + 8 * r, acc[g][r]);
 }
 
-/* The two phases of a chunk that carry the arithmetic, for a block of nb (<= 3) query heads:
- * the scores of its complete 4-key groups (keys k0 .. k8-1) and o += e[k] V[k] over keys
- * k0 .. k1-1, 16 keys at a time, all columns (32 per pass) before the next 16 keys, so passes
- * after the first find the rows in L1. */
-static inline __attribute__((always_inline)) void dec_scores_chunk(const float *q, const void *K, bool f16, int d, int nb,
-                                                                   int k0, int k8, __m128 vsc, float *const *p) {
-    for (int k = k0; k < k8; k += 4) dec_scores4(q, K, f16, d, nb, k, vsc, p);
-}
+/* o += e[k] V[k] over keys k0 .. k1-1 for a block of nb (<= 3) query heads, 16 keys at a
+ * time, all columns (32 per pass) before the next 16 keys, so passes after the first find
+ * the rows in L1. */
 static inline __attribute__((always_inline)) void dec_pv_chunk(const void *V, bool f16, int d, int nb, int k0, int k1,
                                                                float *const *p, float *const *o) {
     for (int kt = k0; kt < k1; kt += DEC_TILE) {
@@ -261,14 +258,16 @@ static inline __attribute__((always_inline)) void dec_pv_chunk(const void *V, bo
     }
 }
 
-/* ... as out-of-line functions specialised for (nb, cache type): inlined into the run's
+/* The two phases of a chunk that carry the arithmetic: the scores of its complete 4-key
+ * groups (keys k0 .. k8-1) and the V sums, as out-of-line functions specialised for (nb,
+ * cache type): inlined into the run's
  * chunk loops, GCC ran out of registers in the V loop (its 3 broadcasts went to the stack,
  * the kernel ran 1.5x slower from cache) */
 typedef void (*dec_scores_fn)(const float *q, const void *K, int d, int k0, int k8, __m128 vsc, float *const *p);
 typedef void (*dec_pv_fn)(const void *V, int d, int k0, int k1, float *const *p, float *const *o);
 #define DEC_PHASES(NB, F16, SUF)                                                                                   \
     static void dec_scores_##SUF(const float *q, const void *K, int d, int k0, int k8, __m128 vsc, float *const *p) { \
-        dec_scores_chunk(q, K, F16, d, NB, k0, k8, vsc, p);                                                       \
+        for (int k = k0; k < k8; k += 4) dec_scores4(q, K, F16, d, NB, k, vsc, p);                               \
     }                                                                                                             \
     static void dec_pv_##SUF(const void *V, int d, int k0, int k1, float *const *p, float *const *o) {            \
         dec_pv_chunk(V, F16, d, NB, k0, k1, p, o);                                                                \
@@ -296,7 +295,7 @@ static void dec_run(const float *q, const void *K, const void *V, bool f16, int 
     const dec_pv_fn pv = dec_pv_tab[f16][nb - 1];
     const __m128 vsc = _mm_set1_ps(scale);
     for (int c = c0; c < c1; c++) {
-        const int k0 = c * DEC_CHUNK, k1 = k0 + DEC_CHUNK < n ? k0 + DEC_CHUNK : n;
+        const int k0 = c * DEC_CHUNK, k1 = dec_k1((size_t)c, n);
         const int k8 = k0 + ((k1 - k0) & ~7);
         scores(q, K, d, k0, k8, vsc, p);
         for (int k = k8; k < k1; k++)
@@ -309,7 +308,7 @@ static void dec_run(const float *q, const void *K, const void *V, bool f16, int 
             }
     }
     for (int c = c0; c < c1; c++) {
-        const int k0 = c * DEC_CHUNK, k1 = k0 + DEC_CHUNK < n ? k0 + DEC_CHUNK : n;
+        const int k0 = c * DEC_CHUNK, k1 = dec_k1((size_t)c, n);
         for (int g = 0; g < nb; g++) {
             float *pg = p[g] + k0, *pc = part[g] + (size_t)c * ps;
             const float mx = skv_max_row(pg, k1 - k0);
@@ -319,7 +318,7 @@ static void dec_run(const float *q, const void *K, const void *V, bool f16, int 
         }
     }
     for (int c = c0; c < c1; c++) {
-        const int k0 = c * DEC_CHUNK, k1 = k0 + DEC_CHUNK < n ? k0 + DEC_CHUNK : n;
+        const int k0 = c * DEC_CHUNK, k1 = dec_k1((size_t)c, n);
         float *o[3];
         for (int g = 0; g < nb; g++) o[g] = part[g] + (size_t)c * ps + 2;
         pv(V, d, k0, k1, p, o);
@@ -355,7 +354,7 @@ static void dec_merge(float *o, const float *p, const float *part, size_t nch, i
     float *lr = a->lastrow ? a->lastrow + (size_t)h * a->S_cap : NULL;
     for (size_t c = 0; c < nch; c++) {
         const float f = expf(part[c * ps] - M) * inv;
-        const int k1 = (int)((c + 1) * DEC_CHUNK < (size_t)n ? (c + 1) * DEC_CHUNK : (size_t)n);
+        const int k1 = dec_k1(c, n);
         for (int k = (int)(c * DEC_CHUNK); k < k1; k++) {
             const float v = p[k] * f;
             if (cs) cs[k] += v;

@@ -14,7 +14,7 @@ void test_prompt(int *toks, int n, int vocab, uint32_t seed);
  * out of memory */
 int *test_identity_map(const skv_model *m);
 /* Session options of a self pair (m is LLM and SLM, map its identity map): policy at
- * budget, max_ctx 512, prefill blocks of 64, fp32 cache. */
+ * budget, max_ctx 512, prefill blocks of 64, the default fp16 cache. */
 skv_session_opts test_self_pair_opts(const skv_model *m, const char *policy, double budget, const int *map);
 
 #endif
