@@ -146,7 +146,21 @@ static size_t weight_dev_bytes(const skv_weight *W, int flags) {
 }
 
 static int up_matrix(skv_cuda_weight *dw, const skv_weight *W, int flags, const char *name, int l, size_t *bytes) {
-    if (skv_cuda_weight_upload(dw, W, flags) != 0)
+    /* the device kernels read stored rows: a matrix in 8-row groups (W->x8) goes up as a
+     * stored copy */
+    skv_weight stored = *W;
+    void *copy = NULL;
+    if (W->x8) {
+        size_t n;
+        if (!skv_mul_ok(skv_row_bytes(W->type, W->cols), (size_t)W->rows, &n) || !(copy = skv_malloc(n, "stored rows for the upload")))
+            return skv_error_prefix("uploading %s%s", name, layer_tag(l));
+        skv_weight_stored_rows(W, 0, W->rows, copy);
+        stored.data = copy;
+        stored.x8 = 0;
+    }
+    const int rc = skv_cuda_weight_upload(dw, &stored, flags);
+    free(copy);
+    if (rc != 0)
         return skv_error_prefix("uploading %s%s (%lld x %lld, %s)", name, layer_tag(l), (long long)W->rows,
                                 (long long)W->cols, skv_type_name(W->type));
     size_t b = weight_dev_bytes(W, flags);

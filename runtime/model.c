@@ -10,6 +10,7 @@
  * the Hugging Face layout (pairs are d/2 apart). */
 #include "model.h"
 #include "gguf.h"
+#include "hugemem.h"
 #include "tokenizer.h"
 #include "util.h"
 #include <stdio.h>
@@ -32,7 +33,7 @@ skv_model *skv_model_load_gguf(const char *path) { return load_gguf(path, 0); }
 
 void skv_model_free(skv_model *m) {
     if (!m) return;
-    skv_model_unpack(m);
+    skv_huge_free(m->pack_arena, m->pack_bytes);   /* the copies; x8 groups go with the weights */
     if (m->tok) skv_tokenizer_free(m->tok);
     if (m->gguf) gguf_close((gguf_file *)m->gguf);
     if (m->hf) skv_hf_free(m->hf);

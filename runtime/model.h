@@ -38,6 +38,9 @@ typedef struct {
     const void *data;  /* rows * skv_row_bytes(type, cols) bytes */
     const void *pack;  /* NULL, or a copy of data with the blocks regrouped in pairs for the
                           decode GEMV (kernels/cpu/vecdot_pack.c), owned by the model */
+    int x8;            /* data holds the rows in groups of 8, interleaved (vecdot_x8.c,
+                          made in place by runtime/model_pack.c): read stored rows with
+                          skv_weight_stored_rows, never data + r * row bytes */
 } skv_weight;
 
 typedef struct {
@@ -85,15 +88,21 @@ void skv_model_free(skv_model *m);
 /* Release the storage behind m->hf (written by the Hugging Face loader, runtime/model_hf.c). */
 void skv_hf_free(void *hf);
 
-/* The decode copies (runtime/model_pack.c): skv_model_load_gguf makes them for every layer
- * matrix and the LM head of a 32-wide nibble type (Q4_0/Q4_1/Q5_0/Q5_1, columns a multiple
- * of 64) unless the environment has SKV_PACK=0 (or skv_model_load_ex got SKV_LOAD_NO_PACK).
- * They hold the same bytes as the stored
- * matrices, so they cost that much memory again, and make the decode GEMV faster with
- * bit-identical results. skv_model_pack returns 0, or -1 + error (out of memory: then no
- * copy is kept and the model runs on the stored blocks). */
+/* The decode layouts (runtime/model_pack.c), made by skv_model_load_gguf unless the
+ * environment has SKV_PACK=0 (or skv_model_load_ex got SKV_LOAD_NO_PACK), for every layer
+ * matrix and the LM head:
+ *   - a pair-packed copy (skv_weight.pack) of each 32-wide nibble type (Q4_0/Q4_1/Q5_0/
+ *     Q5_1, columns a multiple of 64): the same bytes again in memory, bit-identical
+ *     results, a faster decode GEMV;
+ *   - Q4_K matrices (rows % 8 == 0) repacked in place into 8-row groups (skv_weight.x8)
+ *     when the weights are in writable memory (not SKV_MMAP): no extra memory, a faster
+ *     decode GEMV whose results differ from the stored layout's by float rounding.
+ * skv_model_pack returns 0, or -1 + error (out of memory for the copies: then none is
+ * kept). skv_model_unpack frees the copies and restores the stored layout. */
 int skv_model_pack(skv_model *m);
 void skv_model_unpack(skv_model *m);
+/* rows r0 .. r0+n-1 of w as stored in the file (whatever w's layout) -> dst (n row bytes) */
+void skv_weight_stored_rows(const skv_weight *w, int64_t r0, int64_t n, void *dst);
 /* Bytes the decode copies of m take (or would take), made or not. */
 size_t skv_model_pack_size(skv_model *m);
 

@@ -1,10 +1,13 @@
-/* model_pack.c: the model's pair-packed decode copies (skv_weight.pack): which matrices
- * get one, making them (in parallel over row ranges) and releasing them. The layout and
- * its kernels live in kernels/cpu/vecdot_pack.c; the GEMV uses a copy when it is there
- * (kernels/cpu/matmul.c). */
+/* model_pack.c: the model's decode layouts: the pair-packed copies (skv_weight.pack,
+ * kernels/cpu/vecdot_pack.c) and the in-place 8-row groups (skv_weight.x8,
+ * kernels/cpu/vecdot_x8.c): which matrices get one, making them (in parallel), undoing
+ * them, and reading stored rows back from either layout. The GEMV picks the layout a
+ * matrix has (kernels/cpu/matmul.c). */
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include "gguf.h"
 #include "hugemem.h"
 #include "model.h"
 #include "util.h"
@@ -48,9 +51,74 @@ size_t skv_model_pack_size(skv_model *m) {
     return total;
 }
 
-/* All copies live in one arena (m->pack_arena, m->pack_bytes) of huge-page memory
- * (runtime/hugemem.h), in the order of mat_at. */
+/* ---- 8-row groups, in place ---- */
+
+/* the weights are the model's own writable memory (a GGUF read into memory), not a
+ * read-only file mapping or the Hugging Face loader's buffers */
+static bool weights_writable(const skv_model *m) {
+    return m->gguf && ((const gguf_file *)m->gguf)->resident;
+}
+
+/* w's groups rewritten in place: to the x8 layout (to_x8) or back to stored rows; each
+ * thread goes through its share of the groups with its own 8-row buffer, all allocated
+ * before any group is touched. 0, or -1 (out of memory, w unchanged). */
+static int regroup(skv_weight *w, bool to_x8) {
+    const size_t rb = skv_row_bytes(w->type, w->cols), gb = 8 * rb;
+    const int64_t groups = w->rows / 8, nb = w->cols / skv_type_block(w->type);
+    const int nth = omp_get_max_threads();
+    uint8_t *tmp = skv_malloc((size_t)nth * gb, "8-row regrouping buffers");
+    if (!tmp) return -1;
+    uint8_t *base = (uint8_t *)(uintptr_t)w->data;   /* the model's own memory (weights_writable) */
+    #pragma omp parallel num_threads(nth)
+    {
+        uint8_t *buf = tmp + (size_t)omp_get_thread_num() * gb;
+        #pragma omp for schedule(static)
+        for (int64_t g = 0; g < groups; g++) {
+            uint8_t *grp = base + (size_t)g * gb;
+            memcpy(buf, grp, gb);
+            if (to_x8) skv_x8_pack_group(w->type, buf, grp, w->cols);
+            else
+                for (int r = 0; r < 8; r++) skv_x8_row(w->type, buf, w->cols, r, 0, nb, grp + (size_t)r * rb);
+        }
+    }
+    free(tmp);
+    w->x8 = to_x8;
+    return 0;
+}
+
+/* the tied LM head shares the embedding's bytes: keep both views' layout flags equal */
+static void sync_tied(skv_model *m) {
+    if (m->tok_embd.data == m->output.data) m->tok_embd.x8 = m->output.x8;
+}
+
+static void make_x8(skv_model *m) {
+    if (!weights_writable(m)) return;
+    for (int i = 0; i < n_mats(m); i++) {
+        skv_weight *w = mat_at(m, i);
+        if (w->data && !w->x8 && skv_x8_supported(w->type, w->rows, w->cols) && regroup(w, true) != 0) {
+            skv_clear_error();   /* out of memory: the rest keep the stored layout */
+            break;
+        }
+    }
+    sync_tied(m);
+}
+
+void skv_weight_stored_rows(const skv_weight *w, int64_t r0, int64_t n, void *dst) {
+    const size_t rb = skv_row_bytes(w->type, w->cols);
+    uint8_t *out = dst;
+    if (!w->x8) { memcpy(out, (const uint8_t *)w->data + (size_t)r0 * rb, (size_t)n * rb); return; }
+    const int64_t nb = w->cols / skv_type_block(w->type);
+    for (int64_t r = r0; r < r0 + n; r++)
+        skv_x8_row(w->type, (const uint8_t *)w->data + (size_t)(r / 8) * 8 * rb, w->cols, (int)(r % 8), 0, nb,
+                   out + (size_t)(r - r0) * rb);
+}
+
+/* ---- both ---- */
+
+/* The pair-packed copies live in one arena (m->pack_arena, m->pack_bytes) of huge-page
+ * memory (runtime/hugemem.h), in the order of mat_at; then the Q4_K matrices are regrouped. */
 int skv_model_pack(skv_model *m) {
+    make_x8(m);
     if (m->pack_arena) return 0;
     const size_t total = skv_model_pack_size(m);
     if (total == SIZE_MAX) return skv_error("pack: the decode copies' size overflows");
@@ -70,7 +138,12 @@ int skv_model_pack(skv_model *m) {
 }
 
 void skv_model_unpack(skv_model *m) {
-    for (int i = 0; i < n_mats(m); i++) mat_at(m, i)->pack = NULL;
+    for (int i = 0; i < n_mats(m); i++) {
+        skv_weight *w = mat_at(m, i);
+        w->pack = NULL;
+        if (w->x8 && regroup(w, false) != 0) skv_clear_error();   /* out of memory: stays x8, still correct */
+    }
+    sync_tied(m);
     skv_huge_free(m->pack_arena, m->pack_bytes);
     m->pack_arena = NULL;
     m->pack_bytes = 0;

@@ -39,7 +39,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../runtime/fingerprint.h"
 #include "../runtime/forward.h"
+#include "../runtime/gguf.h"
 #include "../runtime/model.h"
 #include "../runtime/util.h"
 #include "../kernels/cpu/matmul.h"
@@ -500,6 +502,94 @@ static void tiny_hf_vs_gguf(skv_arch arch) {
 static void test_tiny_llama_hf_vs_gguf(void **st) { (void)st; tiny_hf_vs_gguf(SKV_ARCH_LLAMA); }
 static void test_tiny_qwen2_hf_vs_gguf(void **st) { (void)st; tiny_hf_vs_gguf(SKV_ARCH_QWEN2); }
 
+/* The 8-row groups on a model (runtime/model_pack.c, kernels/cpu/vecdot_x8.c): a tiny Q4_K
+ * qwen2 (dim 256, ffn 512, vocab 304; tied and untied LM head) loads with every layer matrix
+ * and the LM head regrouped in place. Against the same file loaded with SKV_LOAD_NO_PACK
+ * (stored layout): the same weight fingerprint and stored rows; a 70-token prefill (the GEMM,
+ * reading stored slices of the groups) gives the same logits bit for bit; 6 decode steps (the
+ * 8-row kernel) agree to within the decode path's own error: steps differ by ~1e-7 relative
+ * (L2) except where a last-bit difference flips the rounding of one quantised activation,
+ * ~1-2 % on this random model, whose stored-rows decode is itself 2-6 % from the reference
+ * matmuls (so: relative L2 over the 6 steps below 3e-2; a wrong scale or row gives O(1)).
+ * After skv_model_unpack the layout is the file's again and the decode is bit-equal. */
+static void x8_model_case(int tied) {
+    tiny_model *tm = tiny_model_new_dims(SKV_ARCH_QWEN2, 11, tied, SKV_F32, (tiny_dims){256, 512, 4, 2, 64, 304});
+    assert_non_null(tm);
+    char path[] = "/tmp/skv_x8_XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(tiny_model_write_gguf(tm, path, SKV_Q4_K), 0);
+    tiny_model_free(tm);
+    skv_model *a = skv_model_load_ex(path, 0), *b = skv_model_load_ex(path, SKV_LOAD_NO_PACK);
+    unlink(path);
+    if (!a || !b) fail_msg("tiny Q4_K model: %s", skv_last_error());
+    const bool resident = ((const gguf_file *)a->gguf)->resident;
+    const skv_weight *xw[] = {&a->layers[0].wq, &a->layers[0].wk, &a->layers[1].w_down, &a->output};
+    for (int i = 0; i < 4; i++) assert_int_equal(xw[i]->x8, resident);   /* SKV_MMAP=1: read-only, no groups */
+    assert_int_equal(a->tok_embd.x8, tied ? resident : 0);
+    assert_int_equal(b->output.x8, 0);
+    for (int full = 0; full < 2; full++) {
+        char ha[65], hb[65];
+        assert_int_equal(skv_fp_weight_hash(a, full, ha), 0);
+        assert_int_equal(skv_fp_weight_hash(b, full, hb), 0);
+        assert_string_equal(ha, hb);
+    }
+    const skv_weight *wd = &a->layers[1].w_down;
+    const size_t rb = skv_row_bytes(wd->type, wd->cols);
+    uint8_t *rows = malloc(rb * 13);
+    skv_weight_stored_rows(wd, 5, 13, rows);
+    assert_memory_equal(rows, (const uint8_t *)b->layers[1].w_down.data + 5 * rb, rb * 13);
+    free(rows);
+
+    enum { P = 70, D = 6 };
+    const int V = a->cfg.vocab;
+    int ids[P + D];
+    for (int i = 0; i < P + D; i++) ids[i] = (i * 53 + 7) % V;
+    skv_state *sa = skv_state_new(a, 96, P, false), *sb = skv_state_new(b, 96, P, false);
+    assert_non_null(sa);
+    assert_non_null(sb);
+    float *la = malloc((size_t)D * V * sizeof(float));
+    for (int pass = 0; pass < 2; pass++) {
+        skv_state_reset(sa);
+        skv_state_reset(sb);
+        skv_fwd_opts all = {.logits = SKV_LOGITS_ALL}, o = {.logits = SKV_LOGITS_LAST};
+        assert_int_equal(skv_forward(sa, ids, P, &all), 0);   /* every matmul T = 70: the GEMM */
+        assert_int_equal(skv_forward(sb, ids, P, &all), 0);
+        assert_memory_equal(sa->logits, sb->logits, (size_t)P * V * sizeof(float));
+        double num = 0, den = 0;
+        for (int t = 0; t < D; t++) {
+            assert_int_equal(skv_forward(sa, &ids[P + t], 1, &o), 0);
+            assert_int_equal(skv_forward(sb, &ids[P + t], 1, &o), 0);
+            for (int v = 0; v < V; v++) {
+                const double d = (double)sa->logits[v] - sb->logits[v];
+                num += d * d;
+                den += (double)sb->logits[v] * sb->logits[v];
+            }
+            if (pass == 1) assert_memory_equal(sa->logits, sb->logits, (size_t)V * sizeof(float));
+        }
+        if (pass == 0) {
+            printf("  tiny Q4_K %s: 8-row groups vs stored rows, decode logits rel L2 %.2e\n", tied ? "tied" : "untied",
+                   sqrt(num / den));
+            assert_true(sqrt(num / den) < 3e-2);
+            skv_model_unpack(a);
+            for (int i = 0; i < 4; i++) assert_int_equal(xw[i]->x8, 0);
+            assert_int_equal(a->tok_embd.x8, 0);
+            assert_memory_equal(a->layers[1].w_down.data, b->layers[1].w_down.data, rb * (size_t)wd->rows);
+        }
+    }
+    free(la);
+    skv_state_free(sa);
+    skv_state_free(sb);
+    skv_model_free(a);
+    skv_model_free(b);
+}
+static void test_x8_model(void **st) {
+    (void)st;
+    x8_model_case(0);
+    x8_model_case(1);
+}
+
 static double t_start;
 static int tic(void **st) { (void)st; t_start = skv_now(); return 0; }
 static int toc(void **st) { (void)st; printf("  (%.1f s)\n", skv_now() - t_start); return 0; }
@@ -516,6 +606,7 @@ int main(void) {
         T_(test_rope_mode_mixup_detected),
         T_(test_prefill_equals_decode),
         T_(test_packed_decode_identical),
+        T_(test_x8_model),
         T_(test_chunked_prefill),
         T_(test_scores_and_early_stop),
         T_(test_perplexity),

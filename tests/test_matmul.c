@@ -20,6 +20,7 @@
 #include <cmocka.h>
 #include "../kernels/cpu/matmul.h"
 #include "../kernels/cpu/vecdot.h"
+#include "../runtime/model.h"
 #include "../runtime/util.h"
 
 static uint64_t rng = 88172645463325252ULL;
@@ -209,6 +210,85 @@ static void test_packed_rows(void **state) {
     assert_null(skv_vec_dot4_packed_for(SKV_Q4_K));
 }
 
+/* The 8-row groups (vecdot_x8.c) of a matrix regrouped in place (40 rows = 5 groups; 1, 4
+ * and 9 super-blocks a row): the stored rows come back byte for byte (any row range) and
+ * skv_weight_row / skv_matmul_ref / the GEMM (T = 70) give the same bits as on the stored
+ * rows; the 8-row kernel equals the exact dot of the dequantised rows and activation to
+ * 1e-5 of the magnitude sum (so it has the stored kernels' integer sums); the GEMV at T = 1
+ * is within 1e-5 (relative L2) of the stored rows' GEMV and each row of T = 3 is bit-equal
+ * to T = 1 of that activation row. */
+static void test_x8_rows(void **state) {
+    (void)state;
+    const int xtypes[] = {SKV_Q4_K};
+    const int64_t colss[] = {256, 1024, 2304}, rows = 40;
+    for (size_t ti = 0; ti < sizeof xtypes / sizeof xtypes[0]; ti++)
+        for (int ci = 0; ci < 3; ci++) {
+            const int type = xtypes[ti];
+            const int64_t cols = colss[ci];
+            assert_true(skv_x8_supported(type, rows, cols));
+            skv_weight W = make_weight(type, rows, cols), X = W;
+            const size_t rb = skv_row_bytes(type, cols);
+            uint8_t *xd = malloc(rb * rows), *back = malloc(rb * rows);
+            for (int64_t g = 0; g < rows / 8; g++)
+                skv_x8_pack_group(type, (const uint8_t *)W.data + g * 8 * rb, xd + g * 8 * rb, cols);
+            X.data = xd;
+            X.x8 = 1;
+            skv_weight_stored_rows(&X, 0, rows, back);
+            assert_memory_equal(back, W.data, rb * rows);
+            skv_weight_stored_rows(&X, 13, 9, back);
+            assert_memory_equal(back, (const uint8_t *)W.data + 13 * rb, rb * 9);
+            float *wr0 = malloc(sizeof(float) * cols), *wr1 = malloc(sizeof(float) * cols);
+            for (int64_t r = 0; r < rows; r += 13) {
+                skv_weight_row(&W, r, wr0);
+                skv_weight_row(&X, r, wr1);
+                assert_memory_equal(wr0, wr1, sizeof(float) * cols);
+            }
+            enum { TG = 70 };
+            float *x = malloc(sizeof(float) * TG * cols), *y0 = malloc(sizeof(float) * TG * rows),
+                  *y1 = malloc(sizeof(float) * TG * rows);
+            for (int64_t i = 0; i < TG * cols; i++) x[i] = frand();
+            skv_matmul(y0, x, &W, TG);
+            skv_matmul(y1, x, &X, TG);
+            assert_memory_equal(y0, y1, sizeof(float) * TG * rows);
+            skv_matmul_ref(y0, x, &W, 2);
+            skv_matmul_ref(y1, x, &X, 2);
+            assert_memory_equal(y0, y1, sizeof(float) * 2 * rows);
+            /* the kernel against the exact dot with the dequantised activation */
+            uint8_t *act = skv_aligned_alloc(skv_vec_act_bytes(type, cols), "test");
+            skv_vec_quant_act(type, x, act, cols);
+            float out[8];
+            for (int64_t g = 0; g < rows / 8; g++) {
+                skv_vec_dot8_for(type)(cols, xd + g * 8 * rb, act, out);
+                for (int r = 0; r < 8; r++) {
+                    skv_weight_row(&W, 8 * g + r, wr0);
+                    double ref = 0, mag = 0;
+                    for (int64_t i = 0; i < cols; i++) {
+                        const block_q8_K *b = (const block_q8_K *)act + i / 256;
+                        const double p = (double)wr0[i] * b->d * b->qs[i % 256];
+                        ref += p;
+                        mag += fabs(p);
+                    }
+                    if (fabs(out[r] - ref) > 1e-5 * mag)
+                        fail_msg("%s x8 row %lld: %.7g vs exact %.7g (mag %.3g)", skv_type_name(type),
+                                 (long long)(8 * g + r), out[r], ref, mag);
+                }
+            }
+            /* GEMV: T = 1 close to the stored rows' kernels, T = 3 row by row = T = 1 */
+            skv_matmul(y0, x, &W, 1);
+            skv_matmul(y1, x, &X, 1);
+            if (rel_err(y1, y0, (size_t)rows) > 1e-5) fail_msg("x8 GEMV vs stored: rel err %.3g", rel_err(y1, y0, (size_t)rows));
+            skv_matmul(y0, x, &X, 3);
+            for (int t = 0; t < 3; t++) {
+                skv_matmul(y1, x + t * cols, &X, 1);
+                assert_memory_equal(y0 + t * rows, y1, sizeof(float) * rows);
+            }
+            free(act); free(x); free(y0); free(y1); free(wr0); free(wr1); free(xd); free(back); free((void *)W.data);
+        }
+    assert_false(skv_x8_supported(SKV_Q4_K, 12, 256));   /* rows not a multiple of 8 */
+    assert_false(skv_x8_supported(SKV_Q5_K, 8, 256));
+    assert_null(skv_vec_dot8_for(SKV_Q5_K));
+}
+
 static void test_report(void **state) {
     (void)state;
     for (int ti = 0; ti < NTYPES; ti++)
@@ -222,6 +302,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_odd_shapes),
         cmocka_unit_test(test_weight_row_and_ref_switch),
         cmocka_unit_test(test_packed_rows),
+        cmocka_unit_test(test_x8_rows),
         cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -68,20 +68,33 @@ static int use_ref(void) {
     return f;
 }
 
+/* ---------------- stored row slices ---------------- */
+
+/* Stored bytes of row r of W, columns k0 .. k0+kc-1 (kc <= KC, both multiples of the
+ * block): a pointer into W's data, or for a matrix in 8-row groups (W->x8) the slice
+ * rebuilt into buf (SLICE_BYTES). */
+#define SLICE_BYTES (KC * 4)   /* skv_row_bytes of KC columns of any type (F32 is the largest) */
+static const uint8_t *row_slice(const skv_weight *W, int64_t r, int64_t k0, int64_t kc, uint8_t *buf) {
+    const size_t rb = skv_row_bytes(W->type, W->cols);
+    if (!W->x8) return (const uint8_t *)W->data + (size_t)r * rb + skv_row_bytes(W->type, k0);
+    const int64_t B = skv_type_block(W->type);
+    skv_x8_row(W->type, (const uint8_t *)W->data + (size_t)(r / 8) * 8 * rb, W->cols, (int)(r % 8), k0 / B, kc / B, buf);
+    return buf;
+}
+
 /* ---------------- reference ---------------- */
 
 void skv_matmul_ref(float *y, const float *x, const skv_weight *W, int T) {
     const int64_t rows = W->rows, cols = W->cols;
-    const size_t rb = skv_row_bytes(W->type, cols);
-    const uint8_t *base = W->data;
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         float buf[KC];
+        uint8_t sl[SLICE_BYTES];
         for (int t = 0; t < T; t++) {
             double acc = 0.0;
             for (int64_t k0 = 0; k0 < cols; k0 += KC) {
                 int64_t kc = cols - k0 < KC ? cols - k0 : KC;
-                skv_dequant_row(W->type, base + (size_t)r * rb + skv_row_bytes(W->type, k0), buf, kc);
+                skv_dequant_row(W->type, row_slice(W, r, k0, kc, sl), buf, kc);
                 const float *xr = x + (size_t)t * cols + k0;
                 for (int64_t k = 0; k < kc; k++) acc += (double)buf[k] * xr[k];
             }
@@ -91,8 +104,16 @@ void skv_matmul_ref(float *y, const float *x, const skv_weight *W, int T) {
 }
 
 void skv_weight_row(const skv_weight *W, int64_t row, float *out) {
-    const size_t rb = skv_row_bytes(W->type, W->cols);
-    skv_dequant_row_avx2(W->type, (const uint8_t *)W->data + (size_t)row * rb, out, W->cols);
+    if (!W->x8) {
+        const size_t rb = skv_row_bytes(W->type, W->cols);
+        skv_dequant_row_avx2(W->type, (const uint8_t *)W->data + (size_t)row * rb, out, W->cols);
+        return;
+    }
+    uint8_t sl[SLICE_BYTES];
+    for (int64_t k0 = 0; k0 < W->cols; k0 += KC) {
+        const int64_t kc = W->cols - k0 < KC ? W->cols - k0 : KC;
+        skv_dequant_row_avx2(W->type, row_slice(W, row, k0, kc, sl), out + k0, kc);
+    }
 }
 
 /* ---------------- decode GEMV ---------------- */
@@ -117,6 +138,7 @@ typedef struct {
     skv_vec_dot4_fn dot4;    /* over w4: the pair-packed copy when W has one, else W->data */
     const uint8_t *w4;
     skv_vec_dotn_fn dotn;
+    skv_vec_dot8_fn dot8;    /* W in 8-row groups (W->x8): every row and T through it */
     int64_t c0;   /* first global chunk index of this matrix (set by gemv_run) */
 } gemv_job;
 
@@ -128,7 +150,7 @@ static gemv_job make_job(float *y, const skv_weight *W, const uint8_t *act, size
     return (gemv_job){.y = y, .W = W, .act = act, .ab = ab, .rb = skv_row_bytes(W->type, W->cols),
                       .dot = skv_vec_dot_for(W->type), .dotn = skv_vec_dotn_for(W->type),
                       .dot4 = packed ? skv_vec_dot4_packed_for(W->type) : skv_vec_dot4_for(W->type),
-                      .w4 = packed ? W->pack : W->data};
+                      .w4 = packed ? W->pack : W->data, .dot8 = W->x8 ? skv_vec_dot8_for(W->type) : NULL};
 }
 
 /* rows r .. r1-1 of job j for all T activation rows.
@@ -137,6 +159,15 @@ static gemv_job make_job(float *y, const skv_weight *W, const uint8_t *act, size
 static void gemv_rows(const gemv_job *j, int64_t r, int64_t r1, int T) {
     const int64_t rows = j->W->rows, cols = j->W->cols;
     const uint8_t *base = j->W->data;
+    if (j->dot8) {   /* 8-row groups (r, r1 multiples of 8): each activation row alike, so T > 1 = T x (T = 1) */
+        float o[8];
+        for (int64_t rr = r; rr < r1; rr += 8)
+            for (int t = 0; t < T; t++) {
+                j->dot8(cols, base + (size_t)rr * j->rb, j->act + (size_t)t * j->ab, o);
+                memcpy(j->y + (size_t)t * rows + rr, o, sizeof o);
+            }
+        return;
+    }
     if (T > 1 && j->dotn) {
         /* skv_vec_dotn mirrors the T = 1 kernel bit for bit: dot4 for the rows in whole groups
          * of 4, the 1-row dot for the rest (and for every row of types without dot4) */
@@ -384,8 +415,6 @@ static void pack_panel(float *wp, float tmp[NR][KC], int kc) {
 
 static void gemm(float *y, const float *x, const skv_weight *W, int T) {
     const int64_t rows = W->rows, cols = W->cols;
-    const size_t rb = skv_row_bytes(W->type, cols);
-    const uint8_t *base = W->data;
     const int64_t panels = (rows + NR - 1) / NR;
     const int nth = omp_get_max_threads();
     /* split T into tsplit ranges when there are too few panels to feed the threads */
@@ -399,6 +428,7 @@ static void gemm(float *y, const float *x, const skv_weight *W, int T) {
         float wp[KC * NR] __attribute__((aligned(32)));
         float tmp[NR][KC] __attribute__((aligned(32)));
         float out[MR][NR];
+        uint8_t sl[SLICE_BYTES];
         #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             const int64_t p = task / tsplit, ts = task % tsplit;
@@ -407,9 +437,8 @@ static void gemm(float *y, const float *x, const skv_weight *W, int T) {
             if (t0 >= t1) continue;
             for (int64_t k0 = 0; k0 < cols; k0 += KC) {
                 const int kc = (int)(cols - k0 < KC ? cols - k0 : KC);
-                const size_t koff = skv_row_bytes(W->type, k0);
                 for (int64_t i = 0; i < nr; i++)
-                    skv_dequant_row_avx2(W->type, base + (size_t)(r0 + i) * rb + koff, tmp[i], kc);
+                    skv_dequant_row_avx2(W->type, row_slice(W, r0 + i, k0, kc, sl), tmp[i], kc);
                 for (int64_t i = nr; i < NR; i++) memset(tmp[i], 0, sizeof(float) * (size_t)kc);
                 pack_panel(wp, tmp, kc);
                 for (int64_t t = t0; t < t1; t += MR) {

@@ -70,6 +70,19 @@ void skv_pack_rows(int type, const void *src, void *dst, int64_t rows, int64_t c
  * rows. NULL for other types. */
 skv_vec_dot4_fn skv_vec_dot4_packed_for(int type);
 
+/* The 8-row interleaved layout (vecdot_x8.c): rows in groups of 8, each group the same
+ * bytes as its 8 stored rows at the same offset, so a matrix is repacked in place. Q4_K
+ * only (rows % 8 == 0, cols % 256 == 0). */
+int skv_x8_supported(int type, int64_t rows, int64_t cols);
+/* 8 stored rows (src, 8 * skv_row_bytes) -> one x8 group at dst (distinct buffers) */
+void skv_x8_pack_group(int type, const void *src, void *dst, int64_t cols);
+/* row r (0..7) of an x8 group, blocks b0 .. b0+nb-1 -> dst as stored blocks */
+void skv_x8_row(int type, const void *group, int64_t cols, int r, int64_t b0, int64_t nb, void *dst);
+/* dot of the 8 rows of one x8 group (n columns) with one activation row -> out[0..7];
+ * the same integer sums as the stored-layout kernels, float rounding apart */
+typedef void (*skv_vec_dot8_fn)(int64_t n, const void *w, const void *xa, float out[8]);
+skv_vec_dot8_fn skv_vec_dot8_for(int type);   /* NULL for types without the layout */
+
 /* Activation quantisers (AVX2). */
 void skv_quant_q8a(const float *x, skv_q8a *dst, int64_t n);
 void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n);

@@ -35,17 +35,22 @@ static float *rnd(uint64_t *s, size_t n, float center, float scale, int round_ty
 }
 
 tiny_model *tiny_model_new(skv_arch arch, uint64_t seed, int tied, int round_type) {
+    return tiny_model_new_dims(arch, seed, tied, round_type, (tiny_dims){64, 96, 4, 2, 16, 300});
+}
+
+tiny_model *tiny_model_new_dims(skv_arch arch, uint64_t seed, int tied, int round_type, tiny_dims dm) {
     tiny_model *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     skv_config *c = &m->cfg;
     c->arch = arch;
-    c->n_layer = 2; c->dim = 64; c->n_head = 4; c->n_kv_head = 2; c->head_dim = 16;
-    c->ffn_dim = 96; c->vocab = 300; c->ctx_max = 256;
+    c->n_layer = 2; c->dim = dm.dim; c->n_head = dm.n_head; c->n_kv_head = dm.n_kv_head; c->head_dim = dm.head_dim;
+    c->ffn_dim = dm.ffn; c->vocab = dm.vocab; c->ctx_max = 256;
     c->rope_theta = 50000.0f; c->norm_eps = 1e-5f;
     c->rope_mode = SKV_ROPE_HALVES;
     c->tied_embeddings = tied;
     c->has_qkv_bias = arch == SKV_ARCH_QWEN2;
-    size_t C = 64, F = 96, V = 300, Q = 64, KV = 32;
+    const size_t C = (size_t)dm.dim, F = (size_t)dm.ffn, V = (size_t)dm.vocab, Q = (size_t)dm.n_head * (size_t)dm.head_dim,
+                 KV = (size_t)dm.n_kv_head * (size_t)dm.head_dim;
     uint64_t s = seed * 0x2545f4914f6cdd1dull + 1;
     int ok = 1;
 #define R(ptr, n, center, scale) ok = ok && ((ptr) = rnd(&s, (n), (center), (scale), round_type)) != NULL

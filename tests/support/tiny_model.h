@@ -31,6 +31,9 @@ typedef struct {
  * biases. round_type (SKV_F32, SKV_F16 or SKV_BF16): every value is rounded through that type
  * so files of that type hold the model exactly. NULL on allocation failure. */
 tiny_model *tiny_model_new(skv_arch arch, uint64_t seed, int tied, int round_type);
+/* The same with other sizes (still 2 layers): dim, ffn, heads, kv heads, head size, vocab. */
+typedef struct { int dim, ffn, n_head, n_kv_head, head_dim, vocab; } tiny_dims;
+tiny_model *tiny_model_new_dims(skv_arch arch, uint64_t seed, int tied, int round_type, tiny_dims dims);
 void tiny_model_free(tiny_model *m);
 
 /* Write dir/config.json and the weights as `type` (SKV_F32/F16/BF16): n_shards == 1 ->
