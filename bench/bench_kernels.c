@@ -126,6 +126,40 @@ static void bench_shape(int type, int64_t rows, int64_t cols, double bw, int do_
         printf("  packed %6.1f GB/s (%3.0f%%)", bytes / dp / 1e9, 100 * bytes / dp / 1e9 / bw);
         for (int c = 0; c < copies; c++) { free((void *)Ws[c].pack); Ws[c].pack = NULL; }
     }
+    if (skv_x8_supported(type, rows, cols)) {   /* the same matrices regrouped into 8-row groups (vecdot_x8.c) */
+        const size_t gb = 8 * skv_row_bytes(type, cols);
+        uint8_t *tmp = malloc(gb);
+        for (int c = 0; c < copies; c++) {
+            uint8_t *d = (uint8_t *)(uintptr_t)Ws[c].data;
+            for (int64_t g = 0; g < rows / 8; g++) {
+                memcpy(tmp, d + g * gb, gb);
+                skv_x8_pack_group(type, tmp, d + g * gb, cols);
+            }
+            Ws[c].x8 = 1;
+        }
+        free(tmp);
+        double dx = 1e30;
+        for (int rep = 0; rep < gemv_reps; rep++) {
+            t0 = skv_now();
+            for (int it = 0; it < iters; it++) skv_matmul(y, x, &Ws[it % copies], 1);
+            double d = (skv_now() - t0) / iters;
+            if (d < dx) dx = d;
+        }
+        printf("  x8 %6.1f GB/s (%3.0f%%)", bytes / dx / 1e9, 100 * bytes / dx / 1e9 / bw);
+        if (!gemv_only && 4 < skv_matmul_gemm_min_t(type)) {
+            t0 = skv_now();
+            for (int it = 0; it < iters; it++) skv_matmul(y, x, &Ws[it % copies], 4);
+            const double d4 = (skv_now() - t0) / iters;
+            printf("  x8 T=4 %7.1f us", d4 * 1e6);
+        }
+        for (int c = 0; c < copies; c++) {   /* back to the stored rows for what follows */
+            uint8_t *d = (uint8_t *)(uintptr_t)Ws[c].data;
+            skv_weight_stored_rows(&Ws[c], 0, rows, tmp = malloc(bytes));
+            memcpy(d, tmp, bytes);
+            free(tmp);
+            Ws[c].x8 = 0;
+        }
+    }
     if (!gemv_only && 4 < skv_matmul_gemm_min_t(type)) {   /* batched decode: T = 4 activation rows per weight pass */
         t0 = skv_now();
         for (int it = 0; it < iters; it++) skv_matmul(y, x, &Ws[it % copies], 4);

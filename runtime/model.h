@@ -91,12 +91,13 @@ void skv_hf_free(void *hf);
 /* The decode layouts (runtime/model_pack.c), made by skv_model_load_gguf unless the
  * environment has SKV_PACK=0 (or skv_model_load_ex got SKV_LOAD_NO_PACK), for every layer
  * matrix and the LM head:
- *   - a pair-packed copy (skv_weight.pack) of each 32-wide nibble type (Q4_0/Q4_1/Q5_0/
- *     Q5_1, columns a multiple of 64): the same bytes again in memory, bit-identical
- *     results, a faster decode GEMV;
- *   - Q4_K matrices (rows % 8 == 0) repacked in place into 8-row groups (skv_weight.x8)
- *     when the weights are in writable memory (not SKV_MMAP): no extra memory, a faster
- *     decode GEMV whose results differ from the stored layout's by float rounding.
+ *   - Q4_K, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices (rows % 8 == 0) repacked in place
+ *     into 8-row groups (skv_weight.x8) when the weights are in writable memory (not
+ *     SKV_MMAP): no extra memory, a faster decode GEMV whose results differ from the
+ *     stored layout's by float rounding;
+ *   - a pair-packed copy (skv_weight.pack) of each other 32-wide nibble matrix (Q4_0/Q4_1/
+ *     Q5_0/Q5_1, columns a multiple of 64): the same bytes again in memory, bit-identical
+ *     results, a faster decode GEMV.
  * skv_model_pack returns 0, or -1 + error (out of memory for the copies: then none is
  * kept). skv_model_unpack frees the copies and restores the stored layout. */
 int skv_model_pack(skv_model *m);

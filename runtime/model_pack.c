@@ -23,7 +23,9 @@ static skv_weight *mat_at(skv_model *m, int i) {
     return w[i % 7];
 }
 
-static bool packable(const skv_weight *w) { return w->data && skv_pack_supported(w->type, w->cols); }
+/* a pair-packed copy for the nibble types the 8-row groups do not cover (rows % 8 != 0, or
+ * weights in a read-only mapping) */
+static bool packable(const skv_weight *w) { return w->data && !w->x8 && skv_pack_supported(w->type, w->cols); }
 
 /* bytes of w's copy in the arena: its rows, rounded up to 64 (so every copy is aligned) */
 static size_t pack_len(const skv_weight *w) {

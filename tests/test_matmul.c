@@ -215,12 +215,12 @@ static void test_packed_rows(void **state) {
  * skv_weight_row / skv_matmul_ref / the GEMM (T = 70) give the same bits as on the stored
  * rows; the 8-row kernel equals the exact dot of the dequantised rows and activation to
  * 1e-5 of the magnitude sum (so it has the stored kernels' integer sums); the GEMV at T = 1
- * is within 1e-5 (relative L2) of the stored rows' GEMV and each row of T = 3 is bit-equal
- * to T = 1 of that activation row. */
+ * is within 1e-5 (relative L2) of the stored rows' GEMV and each row of T = 5 (4 + 1
+ * activation rows a kernel call) is bit-equal to T = 1 of that activation row. */
 static void test_x8_rows(void **state) {
     (void)state;
-    const int xtypes[] = {SKV_Q4_K};
-    const int64_t colss[] = {256, 1024, 2304}, rows = 40;
+    const int xtypes[] = {SKV_Q4_K, SKV_Q8_0, SKV_Q4_0, SKV_Q4_1, SKV_Q5_0, SKV_Q5_1};
+    const int64_t colss[] = {256, 1024, 2304}, rows = 40;   /* also 8, 32 and 72 blocks of 32 */
     for (size_t ti = 0; ti < sizeof xtypes / sizeof xtypes[0]; ti++)
         for (int ci = 0; ci < 3; ci++) {
             const int type = xtypes[ti];
@@ -258,13 +258,19 @@ static void test_x8_rows(void **state) {
             skv_vec_quant_act(type, x, act, cols);
             float out[8];
             for (int64_t g = 0; g < rows / 8; g++) {
-                skv_vec_dot8_for(type)(cols, xd + g * 8 * rb, act, out);
+                skv_vec_dot8n_for(type)(cols, xd + g * 8 * rb, act, 0, 1, out);
                 for (int r = 0; r < 8; r++) {
                     skv_weight_row(&W, 8 * g + r, wr0);
                     double ref = 0, mag = 0;
                     for (int64_t i = 0; i < cols; i++) {
-                        const block_q8_K *b = (const block_q8_K *)act + i / 256;
-                        const double p = (double)wr0[i] * b->d * b->qs[i % 256];
+                        double p;
+                        if (type == SKV_Q4_K) {
+                            const block_q8_K *b = (const block_q8_K *)act + i / 256;
+                            p = (double)wr0[i] * b->d * b->qs[i % 256];
+                        } else {
+                            const skv_q8a *b = (const skv_q8a *)act + i / 32;
+                            p = (double)wr0[i] * b->d * b->qs[i % 32];
+                        }
                         ref += p;
                         mag += fabs(p);
                     }
@@ -273,12 +279,12 @@ static void test_x8_rows(void **state) {
                                  (long long)(8 * g + r), out[r], ref, mag);
                 }
             }
-            /* GEMV: T = 1 close to the stored rows' kernels, T = 3 row by row = T = 1 */
+            /* GEMV: T = 1 close to the stored rows' kernels, T = 5 row by row = T = 1 */
             skv_matmul(y0, x, &W, 1);
             skv_matmul(y1, x, &X, 1);
             if (rel_err(y1, y0, (size_t)rows) > 1e-5) fail_msg("x8 GEMV vs stored: rel err %.3g", rel_err(y1, y0, (size_t)rows));
-            skv_matmul(y0, x, &X, 3);
-            for (int t = 0; t < 3; t++) {
+            skv_matmul(y0, x, &X, 5);
+            for (int t = 0; t < 5; t++) {
                 skv_matmul(y1, x + t * cols, &X, 1);
                 assert_memory_equal(y0 + t * rows, y1, sizeof(float) * rows);
             }
@@ -286,7 +292,8 @@ static void test_x8_rows(void **state) {
         }
     assert_false(skv_x8_supported(SKV_Q4_K, 12, 256));   /* rows not a multiple of 8 */
     assert_false(skv_x8_supported(SKV_Q5_K, 8, 256));
-    assert_null(skv_vec_dot8_for(SKV_Q5_K));
+    assert_false(skv_x8_supported(SKV_Q8_0, 8, 48));      /* a partial block */
+    assert_null(skv_vec_dot8n_for(SKV_Q5_K));
 }
 
 static void test_report(void **state) {

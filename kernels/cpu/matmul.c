@@ -138,7 +138,7 @@ typedef struct {
     skv_vec_dot4_fn dot4;    /* over w4: the pair-packed copy when W has one, else W->data */
     const uint8_t *w4;
     skv_vec_dotn_fn dotn;
-    skv_vec_dot8_fn dot8;    /* W in 8-row groups (W->x8): every row and T through it */
+    skv_vec_dot8n_fn dot8;   /* W in 8-row groups (W->x8): every row and T through it */
     int64_t c0;   /* first global chunk index of this matrix (set by gemv_run) */
 } gemv_job;
 
@@ -150,7 +150,7 @@ static gemv_job make_job(float *y, const skv_weight *W, const uint8_t *act, size
     return (gemv_job){.y = y, .W = W, .act = act, .ab = ab, .rb = skv_row_bytes(W->type, W->cols),
                       .dot = skv_vec_dot_for(W->type), .dotn = skv_vec_dotn_for(W->type),
                       .dot4 = packed ? skv_vec_dot4_packed_for(W->type) : skv_vec_dot4_for(W->type),
-                      .w4 = packed ? W->pack : W->data, .dot8 = W->x8 ? skv_vec_dot8_for(W->type) : NULL};
+                      .w4 = packed ? W->pack : W->data, .dot8 = W->x8 ? skv_vec_dot8n_for(W->type) : NULL};
 }
 
 /* rows r .. r1-1 of job j for all T activation rows.
@@ -159,12 +159,13 @@ static gemv_job make_job(float *y, const skv_weight *W, const uint8_t *act, size
 static void gemv_rows(const gemv_job *j, int64_t r, int64_t r1, int T) {
     const int64_t rows = j->W->rows, cols = j->W->cols;
     const uint8_t *base = j->W->data;
-    if (j->dot8) {   /* 8-row groups (r, r1 multiples of 8): each activation row alike, so T > 1 = T x (T = 1) */
-        float o[8];
+    if (j->dot8) {   /* 8-row groups (r, r1 multiples of 8), up to SKV_DOTN_MAX activation rows a call */
+        float o[8 * SKV_DOTN_MAX];
         for (int64_t rr = r; rr < r1; rr += 8)
-            for (int t = 0; t < T; t++) {
-                j->dot8(cols, base + (size_t)rr * j->rb, j->act + (size_t)t * j->ab, o);
-                memcpy(j->y + (size_t)t * rows + rr, o, sizeof o);
+            for (int t0 = 0; t0 < T; t0 += SKV_DOTN_MAX) {
+                const int nt = T - t0 < SKV_DOTN_MAX ? T - t0 : SKV_DOTN_MAX;
+                j->dot8(cols, base + (size_t)rr * j->rb, j->act + (size_t)t0 * j->ab, j->ab, nt, o);
+                for (int t = 0; t < nt; t++) memcpy(j->y + (size_t)(t0 + t) * rows + rr, o + 8 * t, 8 * sizeof(float));
             }
         return;
     }

@@ -78,10 +78,12 @@ int skv_x8_supported(int type, int64_t rows, int64_t cols);
 void skv_x8_pack_group(int type, const void *src, void *dst, int64_t cols);
 /* row r (0..7) of an x8 group, blocks b0 .. b0+nb-1 -> dst as stored blocks */
 void skv_x8_row(int type, const void *group, int64_t cols, int r, int64_t b0, int64_t nb, void *dst);
-/* dot of the 8 rows of one x8 group (n columns) with one activation row -> out[0..7];
- * the same integer sums as the stored-layout kernels, float rounding apart */
-typedef void (*skv_vec_dot8_fn)(int64_t n, const void *w, const void *xa, float out[8]);
-skv_vec_dot8_fn skv_vec_dot8_for(int type);   /* NULL for types without the layout */
+/* dots of the 8 rows of one x8 group (n columns) with nt = 1..SKV_DOTN_MAX activation
+ * rows (row a at xa + a*xstride bytes) -> out[8a .. 8a+7]; the weights are unpacked once for
+ * all nt rows and each row's result does not depend on nt. The same integer sums as the
+ * stored-layout kernels, float rounding apart. */
+typedef void (*skv_vec_dot8n_fn)(int64_t n, const void *w, const void *xa, size_t xstride, int nt, float *out);
+skv_vec_dot8n_fn skv_vec_dot8n_for(int type);   /* NULL for types without the layout */
 
 /* Activation quantisers (AVX2). */
 void skv_quant_q8a(const float *x, skv_q8a *dst, int64_t n);

@@ -64,6 +64,8 @@ skv_model *tiny_model_load(skv_arch arch, uint64_t seed, const char *tag);
 /* SmolLM2-135M-Instruct.Q4_1.gguf from $SKV_MODELS_DIR (default "models"), or NULL when the
  * file is not there (the caller skips). */
 skv_model *test_load_smollm2(void);
+/* The same with skv_model_load_ex flags (SKV_LOAD_MAPPED: no 8-row groups, pair-packed copies). */
+skv_model *test_load_smollm2_ex(int flags);
 /* The pair most runtime tests share, for a cmocka group setup: *tiny = tiny_model_load(arch,
  * seed, tag), *smol = test_load_smollm2() (NULL when absent: its tests skip). 0, or -1 when
  * the tiny model cannot be made. test_models_free releases both. */
