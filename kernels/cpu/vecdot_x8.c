@@ -120,6 +120,10 @@ static void b32_to_x8(int type, const uint8_t *const src[8], uint8_t *dst) {
     }
 }
 
+/* bits k, 8+k, 16+k, 24+k of w as a 4-bit number (the multiply gathers the four
+ * isolated bits into bits 24..27 with no carries between the partial products) */
+static uint32_t gather4(uint32_t w, int k) { return (((w >> k) & 0x01010101u) * 0x01020408u) >> 24 & 15u; }
+
 static void b32_from_x8(int type, const uint8_t *src, int r, uint8_t *b) {
     const geom32 g = geom(type);
     const int q8 = type == SKV_Q8_0, nt = q8 ? 8 : 4;
@@ -127,16 +131,17 @@ static void b32_from_x8(int type, const uint8_t *src, int r, uint8_t *b) {
     if (g.m >= 0) memcpy(b + g.m, src + g.xm + 2 * r, 2);
     for (int t = 0; t < nt; t++) memcpy(b + g.qs + 4 * t, src + g.xqs + 32 * t + 4 * r, 4);
     if (g.xqh < 0) return;
-    uint8_t *qh = b + g.qh;
-    memset(qh, 0, 4);
-    for (int t = 0; t < 4; t++)
-        for (int bp = 0; bp < 4; bp++) {
-            const int k = r / 2, bb = 4 * (r % 2) + bp;
-            const uint8_t q = src[g.xqh + 8 * t + bb];
-            const int w0 = 4 * t + bp, w1 = 16 + 4 * t + bp;
-            qh[w0 / 8] |= (uint8_t)(((q >> k) & 1) << (w0 % 8));
-            qh[w1 / 8] |= (uint8_t)(((q >> (4 + k)) & 1) << (w1 % 8));
-        }
+    /* row r's 4 bytes of qh'[t] are bytes 4 (r % 2) .. +3 of the word: weight 4t + bp's bit
+     * at bit k of byte bp, weight 16 + 4t + bp's at bit 4 + k (k = r / 2) */
+    const int k = r / 2;
+    uint32_t qh = 0;
+    for (int t = 0; t < 4; t++) {
+        uint32_t w;
+        memcpy(&w, src + g.xqh + 8 * t + 4 * (r % 2), 4);
+        qh |= gather4(w, k) << (4 * t) | gather4(w, 4 + k) << (16 + 4 * t);
+    }
+    const uint8_t q4[4] = {(uint8_t)qh, (uint8_t)(qh >> 8), (uint8_t)(qh >> 16), (uint8_t)(qh >> 24)};
+    memcpy(b + g.qh, q4, 4);
 }
 
 void skv_x8_pack_group(int type, const void *src, void *dst, int64_t cols) {
