@@ -1,7 +1,10 @@
 /* bench.c: `make bench`: speed of the CPU decoder for each model in models/ (GGUF files),
  * printed as a Markdown table.
  *
- * Per machine: read bandwidth BW (2 threads summing a 1 GiB float buffer, best of 3).
+ * Read bandwidth BW: --threads threads summing a 1 GiB float buffer (huge pages), best of 3
+ * at the start, and best of 2 right before every decode window (this VM's bandwidth moves
+ * between two states, ~35 and ~60-70 GB/s on 2 threads, within seconds, so each window is
+ * set against the bandwidth of its own moment).
  * Per model, at --threads (default 2), fp16 KV cache:
  *   prefill      one block of 512 tokens (logits of the last row only); effective GFLOP/s
  *                = 2 x P x 512 / time, where P = the parameters of the per-layer matrices
@@ -9,10 +12,12 @@
  *   decode @S    tokens/s of single-token steps, each with exactly S tokens in the cache
  *                (S = 512 after the real prefill; S = 2048 with a synthetic cache, the
  *                arithmetic is the same whatever the cached values are); the best of
- *                5 windows of >= 0.1 s
+ *                5 windows of >= 0.1 s, each after its own read probe
  *   bytes/token  weights read per step (all layer matrices + norms + LM head, one embedding
  *                row) + KV read (2 x L x Hkv x d x 2 bytes x S)
- *   bound        BW / bytes per token; decode % = measured / bound.
+ *   % of bound   tok/s x bytes per token / BW: the median over the 5 decode windows, each
+ *                against the probe taken just before it (decode_speed); the probes' range
+ *                is printed too.
  * Pair rows (issue 4), when models/qwen2.5-coder-{0.5b,1.5b}.gguf exist (LLM 1.5B, SLM 0.5B),
  * at a context of S = 4096 tokens (1024 with --quick), all with SYNTHETIC caches (zeroed
  * K/V of S tokens: the arithmetic and memory traffic do not depend on the values; a real
@@ -45,16 +50,24 @@
 #include <string.h>
 
 /* The buffer is huge-page memory like the weights and KV caches the decode reads
- * (runtime/hugemem.h), so the probe and the decode pay the same address translation. */
-static double read_bandwidth(void) {
-    const size_t n = (size_t)1 << 28;   /* 256 Mi floats = 1 GiB */
-    float *buf = skv_huge_alloc(n * sizeof(float), "bandwidth buffer");
-    if (!buf) return 0;
-    #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
+ * (runtime/hugemem.h), so the probe and the decode pay the same address translation. It is
+ * made once and kept (the decode windows below probe again between runs). */
+#define PROBE_FLOATS ((size_t)1 << 28)   /* 256 Mi floats = 1 GiB */
+static float *probe_buf;
+
+/* GB/s of `passes` sums of the whole buffer, the best pass; 0 when out of memory */
+static double probe(int passes) {
+    const size_t n = PROBE_FLOATS;
+    if (!probe_buf) {
+        probe_buf = skv_huge_alloc(n * sizeof(float), "bandwidth buffer");
+        if (!probe_buf) return 0;
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) probe_buf[i] = (float)(i & 7);
+    }
+    const float *buf = probe_buf;
     double best = 0;
     volatile float sink = 0;
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < passes; r++) {
         double t0 = skv_now();
         float tot = 0;
         #pragma omp parallel reduction(+ : tot)
@@ -77,9 +90,9 @@ static double read_bandwidth(void) {
         if (bw > best) best = bw;
     }
     (void)sink;
-    skv_huge_free(buf, n * sizeof(float));
     return best;
 }
+static double read_bandwidth(void) { return probe(3); }
 
 static size_t wbytes(const skv_weight *w) {
     return w->data ? skv_row_bytes(w->type, w->cols) * (size_t)w->rows : 0;
@@ -99,29 +112,45 @@ static void model_sizes(const skv_model *m, double *params, double *step_bytes) 
     *step_bytes = b;
 }
 
-/* tok/s of decode steps at a fixed context: every step runs with S tokens in the cache
- * (n_past reset to S, so the step rewrites row S). After one warm-up step, the best of 5
- * windows of at least min_steps steps and 0.1 s each (the probe is a best-of too; one
- * window swings by up to 30 % on the shared VM). */
-static double decode_speed(skv_state *s, int S, int min_steps) {
+/* Decode steps at a fixed context: every step runs with S tokens in the cache (n_past reset
+ * to S, so the step rewrites row S). After one warm-up step, 5 windows of at least min_steps
+ * steps and 0.1 s each, each right after its own read probe (2 passes): the VM's bandwidth
+ * moves between two states within seconds, so each window is set against the bandwidth of
+ * its moment. Result: the best window's tok/s, the median over the windows of
+ * (tok/s x bytes per step / that window's probe), and the probes' range. */
+typedef struct { double tps, frac, bw_lo, bw_hi; } decode_result;
+static int cmp_dbl(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static decode_result decode_speed(skv_state *s, int S, int min_steps, double step_bytes) {
+    decode_result r = {-1, 0, 1e30, 0};
     int tok = 42;
     skv_fwd_opts o = {.logits = SKV_LOGITS_LAST};
     s->n_past = S;
-    if (skv_forward(s, &tok, 1, &o) != 0) return -1;
-    double best = 0;
+    if (skv_forward(s, &tok, 1, &o) != 0) return r;
+    double frac[5];
+    r.tps = 0;
     for (int w = 0; w < 5; w++) {
+        const double bw = probe(2);
+        if (bw < r.bw_lo) r.bw_lo = bw;
+        if (bw > r.bw_hi) r.bw_hi = bw;
         int steps = 0;
         const double t0 = skv_now();
         double dt = 0;
         while (steps < min_steps || dt < 0.1) {
             s->n_past = S;
-            if (skv_forward(s, &tok, 1, &o) != 0) return -1;
+            if (skv_forward(s, &tok, 1, &o) != 0) { r.tps = -1; return r; }
             steps++;
             dt = skv_now() - t0;
         }
-        if (steps / dt > best) best = steps / dt;
+        const double tps = steps / dt;
+        if (tps > r.tps) r.tps = tps;
+        frac[w] = bw > 0 ? tps * step_bytes / bw : 0;
     }
-    return best;
+    qsort(frac, 5, sizeof frac[0], cmp_dbl);
+    r.frac = frac[2];
+    return r;
 }
 
 /* seconds per call of one decode step's compensated attention over all LLM lanes */
@@ -283,7 +312,7 @@ int main(int argc, char **argv) {
     int ne = scandir(dir, &ents, NULL, alphasort);
     if (ne < 0) { fprintf(stderr, "bench: %s: cannot list model directory\n", dir); return 1; }
     printf("\nsmallkv CPU bench: %d threads, fp16 KV cache, read bandwidth %.2f GB/s\n\n", threads, bw / 1e9);
-    printf("| model | weights MB | prefill 512 tok/s | prefill GFLOP/s | decode@512 tok/s | MB/tok@512 | bound@512 tok/s | %% of bound | decode@2048 tok/s | MB/tok@2048 | bound@2048 tok/s | %% of bound |\n");
+    printf("| model | weights MB | prefill 512 tok/s | prefill GFLOP/s | decode@512 tok/s | MB/tok@512 | probe GB/s@512 | %% of bound@512 | decode@2048 tok/s | MB/tok@2048 | probe GB/s@2048 | %% of bound@2048 |\n");
     printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int rc = 0;
     for (int e = 0; e < ne; e++) {
@@ -317,20 +346,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: prefill %.1f tok/s (%.1f GFLOP/s)\n", nm, pre_tps, gflops);
         int steps = big ? 4 : 8;
         double kv_tok = (double)skv_model_kv_bytes_per_token(m, 2);
-        double d512 = decode_speed(s, 512, steps);
-        double b512 = wb + kv_tok * 512;
+        double b512 = wb + kv_tok * 512, b2048 = wb + kv_tok * 2048;
+        const decode_result d512 = decode_speed(s, 512, steps, b512);
         /* synthetic 2048-token cache */
         for (int l = 0; l < m->cfg.n_layer; l++) {
             size_t n = (size_t)m->cfg.n_kv_head * S * m->cfg.head_dim * 2;
             memset(s->k[l], 0, n);
             memset(s->v[l], 0, n);
         }
-        double d2048 = decode_speed(s, 2048, steps);
-        double b2048 = wb + kv_tok * 2048;
-        fprintf(stderr, "%s: decode %.2f tok/s @512, %.2f tok/s @2048\n", nm, d512, d2048);
-        printf("| %s | %.0f | %.1f | %.1f | %.2f | %.1f | %.2f | %.0f%% | %.2f | %.1f | %.2f | %.0f%% |\n", nm, wb / 1e6,
-               pre_tps, gflops, d512, b512 / 1e6, bw / b512, 100.0 * d512 / (bw / b512), d2048, b2048 / 1e6,
-               bw / b2048, 100.0 * d2048 / (bw / b2048));
+        const decode_result d2048 = decode_speed(s, 2048, steps, b2048);
+        fprintf(stderr, "%s: decode %.2f tok/s @512 (%.0f %% of bound), %.2f tok/s @2048 (%.0f %%)\n", nm, d512.tps,
+                100 * d512.frac, d2048.tps, 100 * d2048.frac);
+        printf("| %s | %.0f | %.1f | %.1f | %.2f | %.1f | %.1f-%.1f | %.0f%% | %.2f | %.1f | %.1f-%.1f | %.0f%% |\n", nm,
+               wb / 1e6, pre_tps, gflops, d512.tps, b512 / 1e6, d512.bw_lo / 1e9, d512.bw_hi / 1e9, 100 * d512.frac,
+               d2048.tps, b2048 / 1e6, d2048.bw_lo / 1e9, d2048.bw_hi / 1e9, 100 * d2048.frac);
         fflush(stdout);
         free(toks);
         skv_state_free(s);
