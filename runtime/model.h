@@ -104,8 +104,11 @@ int skv_model_pack(skv_model *m);
 void skv_model_unpack(skv_model *m);
 /* rows r0 .. r0+n-1 of w as stored in the file (whatever w's layout) -> dst (n row bytes) */
 void skv_weight_stored_rows(const skv_weight *w, int64_t r0, int64_t n, void *dst);
-/* Bytes the decode copies of m take (or would take), made or not. */
+/* Bytes the decode copies of m take (or would take), made or not, given the layout m has. */
 size_t skv_model_pack_size(skv_model *m);
+/* What a load into writable memory (the default) does to m's matrices: bytes regrouped into
+ * 8-row groups in place, bytes of pair-packed copies. */
+void skv_model_layout_plan(skv_model *m, size_t *x8_bytes, size_t *copy_bytes);
 
 /* Bytes of K+V per token for the whole model at the given cache element size. */
 size_t skv_model_kv_bytes_per_token(const skv_model *m, size_t elem_bytes);

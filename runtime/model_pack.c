@@ -27,6 +27,8 @@ static skv_weight *mat_at(skv_model *m, int i) {
  * weights in a read-only mapping) */
 static bool packable(const skv_weight *w) { return w->data && !w->x8 && skv_pack_supported(w->type, w->cols); }
 
+static size_t wbytes_of(const skv_weight *w) { return skv_row_bytes(w->type, w->cols) * (size_t)w->rows; }
+
 /* bytes of w's copy in the arena: its rows, rounded up to 64 (so every copy is aligned) */
 static size_t pack_len(const skv_weight *w) {
     return (skv_row_bytes(w->type, w->cols) * (size_t)w->rows + 63) & ~(size_t)63;
@@ -51,6 +53,18 @@ size_t skv_model_pack_size(skv_model *m) {
         if (packable(w) && !skv_add_ok(total, pack_len(w), &total)) return SIZE_MAX;
     }
     return total;
+}
+
+/* What a load into writable memory (the default) does: bytes regrouped in place, bytes of
+ * pair-packed copies. */
+void skv_model_layout_plan(skv_model *m, size_t *x8_bytes, size_t *copy_bytes) {
+    *x8_bytes = *copy_bytes = 0;
+    for (int i = 0; i < n_mats(m); i++) {
+        const skv_weight *w = mat_at(m, i);
+        if (!w->data) continue;
+        if (w->x8 || skv_x8_supported(w->type, w->rows, w->cols)) *x8_bytes += wbytes_of(w);
+        else if (skv_pack_supported(w->type, w->cols)) *copy_bytes += pack_len(w);
+    }
 }
 
 /* ---- 8-row groups, in place ---- */

@@ -95,10 +95,15 @@ int cmd_info(int argc, char **argv) {
     }
     human(total, b1, sizeof b1);
     printf("total weights   %zu bytes (%s)\n", total, b1);
-    const size_t pk = skv_model_pack_size(m);
+    size_t x8b, pk;
+    skv_model_layout_plan(m, &x8b, &pk);
+    human(x8b, b1, sizeof b1);
+    printf("8-row groups    %zu bytes (%s)%s\n", x8b, b1,
+           x8b ? " of matrices regrouped in place at load for the decode kernels (no extra memory)" : "");
     human(pk, b1, sizeof b1);
     printf("decode copies   %zu bytes (%s)%s\n", pk, b1,
-           pk ? " made at load for generation: Q4/Q5 matrices regrouped in block pairs (SKV_PACK=0: none)" : "");
+           pk ? " made at load: the other Q4/Q5 matrices regrouped in block pairs" : "");
+    printf("                (SKV_PACK=0: neither; SKV_MMAP=1: no groups, copies of every Q4/Q5 matrix)\n");
     size_t k16 = skv_model_kv_bytes_per_token(m, 2), k32 = skv_model_kv_bytes_per_token(m, 4);
     human(k16, b1, sizeof b1);
     human(k32, b2, sizeof b2);
