@@ -152,13 +152,13 @@ static void bench_shape(int type, int64_t rows, int64_t cols, double bw, int do_
             const double d4 = (skv_now() - t0) / iters;
             printf("  x8 T=4 %7.1f us", d4 * 1e6);
         }
+        uint8_t *stored = malloc(bytes);
         for (int c = 0; c < copies; c++) {   /* back to the stored rows for what follows */
-            uint8_t *d = (uint8_t *)(uintptr_t)Ws[c].data;
-            skv_weight_stored_rows(&Ws[c], 0, rows, tmp = malloc(bytes));
-            memcpy(d, tmp, bytes);
-            free(tmp);
+            skv_weight_stored_rows(&Ws[c], 0, rows, stored);
+            memcpy((uint8_t *)(uintptr_t)Ws[c].data, stored, bytes);
             Ws[c].x8 = 0;
         }
+        free(stored);
     }
     if (!gemv_only && 4 < skv_matmul_gemm_min_t(type)) {   /* batched decode: T = 4 activation rows per weight pass */
         t0 = skv_now();
