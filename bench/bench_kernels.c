@@ -1,9 +1,10 @@
 /* bench_kernels.c: speed of the CPU kernels against the machine's limits.
  *   - streaming-read bandwidth (OpenMP, AVX2 loads over 256 MiB): the decode ceiling;
  *   - decode GEMV (T = 1) per type and shape, cycling through enough copies of the matrix
- *     to defeat the caches: GB/s of weight bytes read, and % of the streaming bandwidth;
- *     and the batched-decode GEMV at T = 4 (time relative to T = 1) where T = 4 is below
- *     the type's GEMM crossover;
+ *     to defeat the caches: GB/s of weight bytes read, and % of the streaming bandwidth, on
+ *     the stored rows, then (where the type has them) the pair-packed copies ("packed",
+ *     vecdot_pack.c) and the 8-row groups ("x8", vecdot_x8.c: what a model load uses); and
+ *     the batched-decode GEMV at T = 4 where T = 4 is below the type's GEMM crossover;
  *   - prefill GEMM (T = 512): effective GFLOP/s = 2*rows*cols*T / time;
  *   - decode attention at S = 2048/4096 (fp16 cache).
  * Build by hand (not in the Makefile):
