@@ -55,7 +55,7 @@ int cmd_info(int argc, char **argv) {
         path = argv[i];
     }
     if (!path) return cli_usage_error(INFO_USAGE, "info: missing MODEL");
-    skv_model *m = skv_model_load_ex(path, SKV_LOAD_NO_PACK | SKV_LOAD_MAPPED);   /* shapes only; the copies' size is computed */
+    skv_model *m = skv_model_load_ex(path, SKV_LOAD_NO_PACK | SKV_LOAD_MAPPED);   /* shapes only; the decode layouts are computed, not made */
     if (!m) return cli_fail(NULL);
     const skv_config *c = &m->cfg;
     type_stat st[SKV_TYPE_COUNT];
