@@ -81,6 +81,19 @@ static skv_weight make_weight(int type, int64_t rows, int64_t cols) {
 
 static int gemv_only = 0, gemv_reps = 1, gemv_hot = 0;
 
+/* seconds per skv_matmul at T rows, cycling through the copies: best of gemv_reps passes of
+ * iters calls */
+static double gemv_time(const skv_weight *Ws, int copies, int iters, const float *x, float *y, int T) {
+    double best = 1e30;
+    for (int rep = 0; rep < gemv_reps; rep++) {
+        const double t0 = skv_now();
+        for (int it = 0; it < iters; it++) skv_matmul(y, x, &Ws[it % copies], T);
+        const double d = (skv_now() - t0) / iters;
+        if (d < best) best = d;
+    }
+    return best;
+}
+
 static void bench_shape(int type, int64_t rows, int64_t cols, double bw, int do_gemm) {
     size_t bytes = skv_row_bytes(type, cols) * rows;
     int copies = (int)((size_t)160 << 20) / (int)bytes + 1;   /* > 160 MiB in total */
@@ -101,13 +114,8 @@ static void bench_shape(int type, int64_t rows, int64_t cols, double bw, int do_
     int iters = copies * 4;
     if (iters < 64) iters = 64;
     for (int c = 0; c < copies; c++) skv_matmul(y, x, &Ws[c], 1);
-    double t0, dt = 1e30;
-    for (int rep = 0; rep < gemv_reps; rep++) {   /* best of gemv_reps passes */
-        t0 = skv_now();
-        for (int it = 0; it < iters; it++) skv_matmul(y, x, &Ws[it % copies], 1);
-        double d = (skv_now() - t0) / iters;
-        if (d < dt) dt = d;
-    }
+    double t0;
+    const double dt = gemv_time(Ws, copies, iters, x, y, 1);
     double gbs = bytes / dt / 1e9;
     printf("%-5s %5lld x %-5lld  %6.2f MB  GEMV %7.1f us  %6.1f GB/s (%3.0f%% of read bw)", skv_type_name(type),
            (long long)rows, (long long)cols, bytes / 1e6, dt * 1e6, gbs, 100 * gbs / bw);
@@ -117,13 +125,7 @@ static void bench_shape(int type, int64_t rows, int64_t cols, double bw, int do_
             skv_pack_rows(type, Ws[c].data, pk, rows, cols);
             Ws[c].pack = pk;
         }
-        double dp = 1e30;
-        for (int rep = 0; rep < gemv_reps; rep++) {
-            t0 = skv_now();
-            for (int it = 0; it < iters; it++) skv_matmul(y, x, &Ws[it % copies], 1);
-            double d = (skv_now() - t0) / iters;
-            if (d < dp) dp = d;
-        }
+        const double dp = gemv_time(Ws, copies, iters, x, y, 1);
         printf("  packed %6.1f GB/s (%3.0f%%)", bytes / dp / 1e9, 100 * bytes / dp / 1e9 / bw);
         for (int c = 0; c < copies; c++) { free((void *)Ws[c].pack); Ws[c].pack = NULL; }
     }
@@ -139,13 +141,7 @@ static void bench_shape(int type, int64_t rows, int64_t cols, double bw, int do_
             Ws[c].x8 = 1;
         }
         free(tmp);
-        double dx = 1e30;
-        for (int rep = 0; rep < gemv_reps; rep++) {
-            t0 = skv_now();
-            for (int it = 0; it < iters; it++) skv_matmul(y, x, &Ws[it % copies], 1);
-            double d = (skv_now() - t0) / iters;
-            if (d < dx) dx = d;
-        }
+        const double dx = gemv_time(Ws, copies, iters, x, y, 1);
         printf("  x8 %6.1f GB/s (%3.0f%%)", bytes / dx / 1e9, 100 * bytes / dx / 1e9 / bw);
         if (!gemv_only && 4 < skv_matmul_gemm_min_t(type)) {
             t0 = skv_now();

@@ -94,7 +94,7 @@ static int regroup(skv_weight *w, bool to_x8) {
             memcpy(buf, grp, gb);
             if (to_x8) skv_x8_pack_group(w->type, buf, grp, w->cols);
             else
-                for (int r = 0; r < 8; r++) skv_x8_row(w->type, buf, w->cols, r, 0, nb, grp + (size_t)r * rb);
+                for (int r = 0; r < 8; r++) skv_x8_row(w->type, buf, r, 0, nb, grp + (size_t)r * rb);
         }
     }
     free(tmp);
@@ -125,14 +125,15 @@ void skv_weight_stored_rows(const skv_weight *w, int64_t r0, int64_t n, void *ds
     if (!w->x8) { memcpy(out, (const uint8_t *)w->data + (size_t)r0 * rb, (size_t)n * rb); return; }
     const int64_t nb = w->cols / skv_type_block(w->type);
     for (int64_t r = r0; r < r0 + n; r++)
-        skv_x8_row(w->type, (const uint8_t *)w->data + (size_t)(r / 8) * 8 * rb, w->cols, (int)(r % 8), 0, nb,
+        skv_x8_row(w->type, (const uint8_t *)w->data + (size_t)(r / 8) * 8 * rb, (int)(r % 8), 0, nb,
                    out + (size_t)(r - r0) * rb);
 }
 
 /* ---- both ---- */
 
-/* The pair-packed copies live in one arena (m->pack_arena, m->pack_bytes) of huge-page
- * memory (runtime/hugemem.h), in the order of mat_at; then the Q4_K matrices are regrouped. */
+/* First the 8-row groups (in place), then the pair-packed copies of the nibble matrices left
+ * in the stored layout, in one arena (m->pack_arena, m->pack_bytes) of huge-page memory
+ * (runtime/hugemem.h), in the order of mat_at. */
 int skv_model_pack(skv_model *m) {
     make_x8(m);
     if (m->pack_arena) return 0;

@@ -78,7 +78,7 @@ static const uint8_t *row_slice(const skv_weight *W, int64_t r, int64_t k0, int6
     const size_t rb = skv_row_bytes(W->type, W->cols);
     if (!W->x8) return (const uint8_t *)W->data + (size_t)r * rb + skv_row_bytes(W->type, k0);
     const int64_t B = skv_type_block(W->type);
-    skv_x8_row(W->type, (const uint8_t *)W->data + (size_t)(r / 8) * 8 * rb, W->cols, (int)(r % 8), k0 / B, kc / B, buf);
+    skv_x8_row(W->type, (const uint8_t *)W->data + (size_t)(r / 8) * 8 * rb, (int)(r % 8), k0 / B, kc / B, buf);
     return buf;
 }
 

@@ -71,13 +71,13 @@ void skv_pack_rows(int type, const void *src, void *dst, int64_t rows, int64_t c
 skv_vec_dot4_fn skv_vec_dot4_packed_for(int type);
 
 /* The 8-row interleaved layout (vecdot_x8.c): rows in groups of 8, each group the same
- * bytes as its 8 stored rows at the same offset, so a matrix is repacked in place. Q4_K
- * only (rows % 8 == 0, cols % 256 == 0). */
+ * bytes as its 8 stored rows at the same offset, so a matrix is repacked in place. Q4_K,
+ * Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 (rows % 8 == 0, cols a multiple of the block). */
 int skv_x8_supported(int type, int64_t rows, int64_t cols);
 /* 8 stored rows (src, 8 * skv_row_bytes) -> one x8 group at dst (distinct buffers) */
 void skv_x8_pack_group(int type, const void *src, void *dst, int64_t cols);
 /* row r (0..7) of an x8 group, blocks b0 .. b0+nb-1 -> dst as stored blocks */
-void skv_x8_row(int type, const void *group, int64_t cols, int r, int64_t b0, int64_t nb, void *dst);
+void skv_x8_row(int type, const void *group, int r, int64_t b0, int64_t nb, void *dst);
 /* dots of the 8 rows of one x8 group (n columns) with nt = 1..SKV_DOTN_MAX activation
  * rows (row a at xa + a*xstride bytes) -> out[8a .. 8a+7]; the weights are unpacked once for
  * all nt rows and each row's result does not depend on nt. The same integer sums as the

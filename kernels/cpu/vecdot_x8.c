@@ -162,8 +162,7 @@ void skv_x8_pack_group(int type, const void *src, void *dst, int64_t cols) {
     }
 }
 
-void skv_x8_row(int type, const void *group, int64_t cols, int r, int64_t b0, int64_t nb, void *dst) {
-    (void)cols;
+void skv_x8_row(int type, const void *group, int r, int64_t b0, int64_t nb, void *dst) {
     const size_t bs = skv_type_block_bytes(type);
     const uint8_t *g = group;
     uint8_t *out = dst;
