@@ -139,16 +139,8 @@ static void add_into(float *x, const float *y, size_t n) {
  * (Hkv, S_cap, d) at rows pos0 .. pos0+T-1. */
 static void cache_write(void *cache, const float *src, int T, int Hkv, int d, int S_cap, int pos0, bool f16) {
     for (int t = 0; t < T; t++)
-        for (int h = 0; h < Hkv; h++) {
-            const float *in = src + ((size_t)t * Hkv + h) * d;
-            size_t off = ((size_t)h * S_cap + pos0 + t) * d;
-            if (f16) {
-                uint16_t *o = (uint16_t *)cache + off;
-                for (int i = 0; i < d; i++) o[i] = skv_f32_to_f16(in[i]);
-            } else {
-                memcpy((float *)cache + off, in, (size_t)d * sizeof(float));
-            }
-        }
+        for (int h = 0; h < Hkv; h++)
+            skv_kv_store(cache, f16, ((size_t)h * S_cap + pos0 + t) * d, src + ((size_t)t * Hkv + h) * d, d);
 }
 
 /* ------------------------------------------------------------------ decode, one region
@@ -156,9 +148,10 @@ static void cache_write(void *cache, const float *src, int T, int Hkv, int d, in
  * five per layer: the matrix products (skv_gemv_team) and the attention (skv_attention_team)
  * share their work with orphaned `omp for` loops, and the small serial steps run on every
  * thread on its own copy (the residual x, rmsnorm, the quantised activations, SwiGLU), so
- * a layer has seven barriers (q/k/v, rope + cache write, attention (two: its key chunks,
- * then their merge per head), wo, gate/up, down) and no thread idles through the serial
- * parts. Every value is computed by the same functions in the same order as in the general
+ * a layer has six barriers (q/k/v, attention (two: its key chunks, then their merge per
+ * head), wo, gate/up, down) and no thread idles through the serial parts: each thread
+ * biases and rotates its own copy of q, k, v, and the attention stores the new K/V row on
+ * the thread that reads it (skv_attn_args.knew). Every value is computed by the same functions in the same order as in the general
  * path, so the logits are bit-identical. An attention hook that can run in a team
  * (opts->attn_team: the compressed-cache session's decode step) takes the attention's place
  * and is called by every thread; it does its serial parts under `omp single`. */
@@ -221,11 +214,11 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
     if ((opts->attn && !opts->attn_team) || d / 2 > 512 || !one_region_on()) return 0;
     const size_t ab = team_act_bytes(m, n_layers, head);
     if (!ab) return 0;
-    /* per thread: x (C), xb (max(C, Q)), hb (F), act (ab); then one attention workspace
+    /* per thread: x (C), xb (max(C, Q)), hb (max(F, 2 KV)), act (ab); then one attention workspace
      * shared by the team, sized for S_cap keys; kept in the state, so a decode step
      * allocates nothing */
     const size_t o_xb = up64((size_t)C * 4), o_hb = o_xb + up64((size_t)(C > Q ? C : Q) * 4),
-                 o_act = o_hb + up64((size_t)F * 4), per = o_act + up64(ab);
+                 o_act = o_hb + up64((size_t)(F > 2 * KV ? F : 2 * KV) * 4), per = o_act + up64(ab);
     const int nth = omp_get_max_threads();
     const skv_attn_args full = {.T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->S_cap - 1, .S_cap = s->S_cap};
     const size_t o_att = per * (size_t)nth,
@@ -256,21 +249,17 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
             skv_rmsnorm(xb, x, L->attn_norm.data, 1, C, c->norm_eps);
             float *qkv[3] = {s->q, s->kx, s->vx};
             skv_gemv_team(qkv, g.qkv, 3, xb, act);
-            #pragma omp single
-            {
-                if (L->bq.data) {
-                    add_bias(s->q, &L->bq, 1, Q);
-                    add_bias(s->kx, &L->bk, 1, KV);
-                    add_bias(s->vx, &L->bv, 1, KV);
-                }
-                skv_rope_apply(s->q, H, d, cs, sn, c->rope_mode);
-                skv_rope_apply(s->kx, Hkv, d, cs, sn, c->rope_mode);
-                if (!opts->attn) {
-                    cache_write(s->k[l], s->kx, 1, Hkv, d, s->S_cap, pos0, s->kv_f16);
-                    cache_write(s->v[l], s->vx, 1, Hkv, d, s->S_cap, pos0, s->kv_f16);
-                }
-            }
             if (opts->attn) {
+                #pragma omp single
+                {
+                    if (L->bq.data) {
+                        add_bias(s->q, &L->bq, 1, Q);
+                        add_bias(s->kx, &L->bk, 1, KV);
+                        add_bias(s->vx, &L->bv, 1, KV);
+                    }
+                    skv_rope_apply(s->q, H, d, cs, sn, c->rope_mode);
+                    skv_rope_apply(s->kx, Hkv, d, cs, sn, c->rope_mode);
+                }
                 /* the hook runs on every thread and agrees on its status (forward.h) */
                 if (opts->attn(opts->attn_ctx, l, s->q, s->kx, s->vx, pos0, 1, s->att) != 0) {
                     bad = 1;
@@ -279,12 +268,28 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
                     break;
                 }
             } else {
+                /* every thread biases and rotates its own copy of q, k, v (xb and hb are
+                 * free until the next rmsnorm / SwiGLU); the attention writes the new K/V
+                 * row on the thread that reads it, so no barrier waits for one thread to
+                 * do this serially */
+                float *qp = xb, *kp = hb, *vp = hb + KV;
+                memcpy(qp, s->q, (size_t)Q * sizeof(float));
+                memcpy(kp, s->kx, (size_t)KV * sizeof(float));
+                memcpy(vp, s->vx, (size_t)KV * sizeof(float));
+                if (L->bq.data) {
+                    add_bias(qp, &L->bq, 1, Q);
+                    add_bias(kp, &L->bk, 1, KV);
+                    add_bias(vp, &L->bv, 1, KV);
+                }
+                skv_rope_apply(qp, H, d, cs, sn, c->rope_mode);
+                skv_rope_apply(kp, Hkv, d, cs, sn, c->rope_mode);
                 skv_attn_args a = {
                     .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
                     .colsum = opts->colsum ? opts->colsum[l] : NULL,
                     .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
+                    .knew = kp, .vnew = vp,
                 };
-                skv_attention_team(s->att, s->q, s->k[l], s->v[l], &a, att_ws);
+                skv_attention_team(s->att, qp, s->k[l], s->v[l], &a, att_ws);
             }
             float *y[2] = {s->xb, NULL};
             skv_gemv_team(y, g.wo, 1, s->att, act);

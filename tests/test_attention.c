@@ -176,6 +176,54 @@ static void test_decode_runs(void **state) {
     }
 }
 
+/* skv_attn_args.knew / vnew: the team call stores the new key / value row pos0 itself (on
+ * the thread whose share reads it) and gives the bits of a call on a cache that already
+ * holds the row; the cache row equals skv_kv_store's. Decode shapes (chunked path, teams of
+ * 1, 2, 3, 5: the row's owner changes) and a head size off that path (d = 12: every thread
+ * runs the general tasks, one stores the rows first). */
+static void test_decode_new_row(void **state) {
+    (void)state;
+    const int shapes[3][4] = {{14, 2, 64, 2500}, {9, 3, 64, 300}, {4, 2, 12, 40}};
+    for (int s = 0; s < 3; s++)
+        for (int f16 = 1; f16 >= 0; f16--) {
+            const int H = shapes[s][0], Hkv = shapes[s][1], d = shapes[s][2], pos0 = shapes[s][3];
+            fixture f;
+            setup(&f, 1, H, Hkv, d, pos0, f16);
+            const size_t esz = f16 ? 2 : 4, ncache = (size_t)Hkv * f.a.S_cap * d, nq = (size_t)H * d;
+            float *kn = malloc((size_t)Hkv * d * 4), *vn = malloc((size_t)Hkv * d * 4);
+            for (int i = 0; i < Hkv * d; i++) { kn[i] = 2.0f * frand(); vn[i] = frand(); }
+            /* expected: the rows stored first, then the plain call */
+            void *k0 = malloc(ncache * esz), *v0 = malloc(ncache * esz);
+            memcpy(k0, f.k, ncache * esz);
+            memcpy(v0, f.v, ncache * esz);
+            for (int h = 0; h < Hkv; h++) {
+                const size_t off = ((size_t)h * f.a.S_cap + (size_t)pos0) * d;
+                skv_kv_store(k0, f16, off, kn + (size_t)h * d, d);
+                skv_kv_store(v0, f16, off, vn + (size_t)h * d, d);
+            }
+            skv_attention(f.out_ref, f.q, k0, v0, &f.a);
+            const int teams[4] = {1, 2, 3, 5};
+            float *ws = skv_aligned_alloc(skv_attention_ws_floats(&f.a, 5) * 4, "test");
+            assert_non_null(ws);
+            for (int i = 0; i < 4; i++) {
+                void *k1 = malloc(ncache * esz), *v1 = malloc(ncache * esz);
+                memcpy(k1, f.k, ncache * esz);   /* row pos0 still holds other values */
+                memcpy(v1, f.v, ncache * esz);
+                skv_attn_args a = f.a;
+                a.knew = kn; a.vnew = vn;
+                memset(f.out, 0, nq * 4);
+                #pragma omp parallel num_threads(teams[i])
+                skv_attention_team(f.out, f.q, k1, v1, &a, ws);
+                assert_memory_equal(f.out, f.out_ref, nq * 4);
+                assert_memory_equal(k1, k0, ncache * esz);
+                assert_memory_equal(v1, v0, ncache * esz);
+                free(k1); free(v1);
+            }
+            free(ws); free(k0); free(v0); free(kn); free(vn);
+            teardown_f(&f);
+        }
+}
+
 static void test_prefill(void **state) {
     (void)state;
     for (int f16 = 0; f16 < 2; f16++) {
@@ -225,6 +273,7 @@ int main(void) {
         cmocka_unit_test(test_colsum_rows),
         cmocka_unit_test(test_decode_threads),
         cmocka_unit_test(test_decode_runs),
+        cmocka_unit_test(test_decode_new_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <math.h>
 #include <cmocka.h>
+#include <omp.h>
 #include "../kernels/cpu/matmul.h"
 #include "../kernels/cpu/vecdot.h"
 #include "../runtime/model.h"
@@ -296,6 +297,45 @@ static void test_x8_rows(void **state) {
     assert_null(skv_vec_dot8n_for(SKV_Q5_K));
 }
 
+/* skv_gemv_team: a group of matrices of different types (more bytes a row in some, so the
+ * byte split puts the boundary elsewhere than a row split would) gives, for teams of 1, 2, 3
+ * and 5 threads, the bits of skv_matmul_multi at T = 1 (every row computed by the same
+ * kernel whichever thread takes it). */
+static void test_gemv_team(void **state) {
+    (void)state;
+    enum { N = 3 };
+    const int64_t cols = 512, rows[N] = {200, 72, 136};
+    const int ts[N] = {SKV_Q5_0, SKV_Q8_0, SKV_Q4_K};
+    skv_weight W[N];
+    const skv_weight *Ws[N];
+    float *ys[N], *yr[N];
+    for (int i = 0; i < N; i++) {
+        W[i] = make_weight(ts[i], rows[i], cols);
+        Ws[i] = &W[i];
+        ys[i] = malloc(sizeof(float) * rows[i]);
+        yr[i] = malloc(sizeof(float) * rows[i]);
+    }
+    assert_true(skv_gemv_team_ok(Ws, N));
+    float *x = malloc(sizeof(float) * cols);
+    for (int64_t i = 0; i < cols; i++) x[i] = frand();
+    skv_matmul_multi(yr, Ws, N, x, 1);
+    const size_t ab = skv_gemv_act_bytes(Ws, N);
+    const int teams[4] = {1, 2, 3, 5};
+    for (int k = 0; k < 4; k++) {
+        uint8_t *act = skv_aligned_alloc(ab * (size_t)teams[k], "test");
+        assert_non_null(act);
+        for (int i = 0; i < N; i++) memset(ys[i], 0xff, sizeof(float) * rows[i]);   /* NaN: a row left out shows */
+        #pragma omp parallel num_threads(teams[k])
+        skv_gemv_team(ys, Ws, N, x, act + ab * (size_t)omp_get_thread_num());
+        for (int i = 0; i < N; i++)
+            if (memcmp(ys[i], yr[i], sizeof(float) * rows[i]))
+                fail_msg("team of %d: matrix %d (%s) differs from skv_matmul_multi", teams[k], i, skv_type_name(ts[i]));
+        free(act);
+    }
+    for (int i = 0; i < N; i++) { free(ys[i]); free(yr[i]); free((void *)W[i].data); }
+    free(x);
+}
+
 static void test_report(void **state) {
     (void)state;
     for (int ti = 0; ti < NTYPES; ti++)
@@ -310,6 +350,7 @@ int main(void) {
         cmocka_unit_test(test_weight_row_and_ref_switch),
         cmocka_unit_test(test_packed_rows),
         cmocka_unit_test(test_x8_rows),
+        cmocka_unit_test(test_gemv_team),
         cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

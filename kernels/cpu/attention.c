@@ -20,6 +20,22 @@
 #include <string.h>
 #include <omp.h>
 
+void skv_kv_store(void *cache, bool f16, size_t off, const float *src, int d) {
+    if (f16) {
+        uint16_t *o = (uint16_t *)cache + off;
+        for (int i = 0; i < d; i++) o[i] = skv_f32_to_f16(src[i]);
+    } else {
+        memcpy((float *)cache + off, src, (size_t)d * sizeof(float));
+    }
+}
+
+/* The new key / value row pos0 of KV head h (a->knew, a->vnew) into the caches. */
+static void store_new_row(void *kc, void *vc, const skv_attn_args *a, int h) {
+    const size_t off = ((size_t)h * a->S_cap + (size_t)a->pos0) * a->d;
+    skv_kv_store(kc, a->kv_f16, off, a->knew + (size_t)h * a->d, a->d);
+    skv_kv_store(vc, a->kv_f16, off, a->vnew + (size_t)h * a->d, a->d);
+}
+
 /* ---------------- reference ---------------- */
 
 static inline float kv_at(const void *c, bool f16, size_t i) {
@@ -368,7 +384,7 @@ static void dec_merge(float *o, const float *p, const float *part, size_t nch, i
  * A thread takes a contiguous share of the units (KV head major; the split of a static
  * `omp for`) and does it as runs (dec_run); the merge loop is static too, so a thread
  * merges the heads of mostly its own units (no line transfers between cores). */
-static void dec_tasks(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a, float *ws) {
+static void dec_tasks(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws) {
     const int H = a->H, Hkv = a->Hkv, d = a->d, grp = H / Hkv, n = a->pos0 + 1;
     const float scale = 1.0f / sqrtf((float)d);
     const size_t esz = a->kv_f16 ? 2 : 4, nch = dec_nch((size_t)n), prow = dec_prow((size_t)n), ps = dec_ps(d);
@@ -378,8 +394,13 @@ static void dec_tasks(float *out, const float *q, const void *kc, const void *vc
     const int64_t run = DEC_RUN_BYTES > chunk_bytes ? (int64_t)(DEC_RUN_BYTES / chunk_bytes) : 1;
     const int64_t nth = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t base = units / nth, extra = units % nth;
-    const int64_t u_end = (t + 1) * base + (t + 1 < extra ? t + 1 : extra);
-    for (int64_t u = t * base + (t < extra ? t : extra); u < u_end;) {
+    const int64_t u_begin = t * base + (t < extra ? t : extra), u_end = (t + 1) * base + (t + 1 < extra ? t + 1 : extra);
+    if (a->knew)   /* row pos0 = n - 1 is in the last chunk of its KV head; its unit's thread writes it */
+        for (int h = 0; h < Hkv; h++) {
+            const int64_t last = (int64_t)(h + 1) * (int64_t)nch - 1;
+            if (last >= u_begin && last < u_end) store_new_row(kc, vc, a, h);
+        }
+    for (int64_t u = u_begin; u < u_end;) {
         const int kvh = (int)(u / (int64_t)nch), c0 = (int)(u % (int64_t)nch);
         int64_t c1 = c0 + run;
         if (c1 > (int64_t)nch) c1 = (int64_t)nch;
@@ -409,21 +430,29 @@ size_t skv_attention_ws_floats(const skv_attn_args *a, int nth) {
     return dec > general ? dec : general;
 }
 
-static void attn_any(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a, float *ws) {
-    if (dec_applies(a)) dec_tasks(out, q, kc, vc, a, ws);
-    else attn_tasks(out, q, kc, vc, a, ws + (size_t)omp_get_thread_num() * ((size_t)a->pos0 + a->T + 8));
+static void attn_any(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws) {
+    if (dec_applies(a)) {
+        dec_tasks(out, q, kc, vc, a, ws);
+        return;
+    }
+    if (a->knew) {
+        #pragma omp single
+        for (int h = 0; h < a->Hkv; h++) store_new_row(kc, vc, a, h);
+    }
+    attn_tasks(out, q, kc, vc, a, ws + (size_t)omp_get_thread_num() * ((size_t)a->pos0 + a->T + 8));
 }
 
 void skv_attention(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a) {
     const int nth = omp_get_max_threads();
     float *ws = skv_aligned_alloc(skv_attention_ws_floats(a, nth) * sizeof(float), "attention workspace");
     if (!ws) return;
+    skv_attn_args ro = *a;   /* this entry point only reads the cache */
+    ro.knew = ro.vnew = NULL;
     #pragma omp parallel num_threads(nth)
-    attn_any(out, q, kc, vc, a, ws);
+    attn_any(out, q, (void *)kc, (void *)vc, &ro, ws);
     free(ws);
 }
 
-void skv_attention_team(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a,
-                        float *ws) {
+void skv_attention_team(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws) {
     attn_any(out, q, kc, vc, a, ws);
 }

@@ -22,6 +22,11 @@ typedef struct {
     bool kv_f16;         /* cache element type: fp16 (true) or fp32 */
     float *colsum;       /* optional (H, S_cap), accumulated */
     float *lastrow;      /* optional (H, S_cap), overwritten for k < pos0 + T */
+    /* skv_attention_team at T = 1 only, else NULL: this token's rotated key and value
+     * (Hkv, d), not yet in the cache; written into row pos0 of each KV head by the thread
+     * that reads that row, so the caller needs no barrier between computing them and
+     * the attention */
+    const float *knew, *vnew;
 } skv_attn_args;
 
 void skv_attention(float *out, const float *q, const void *kc, const void *vc,
@@ -30,12 +35,14 @@ void skv_attention_ref(float *out, const float *q, const void *kc, const void *v
                        const skv_attn_args *a);
 
 /* skv_attention inside an enclosing OpenMP parallel region: every thread of the team calls
- * it with the same arguments, ws included: one workspace shared by the team, of
- * skv_attention_ws_floats(a, team size) floats, 32-byte aligned. The work is shared by
- * orphaned `omp for` loops that end in barriers. Same results, bit for bit, as
- * skv_attention. */
-void skv_attention_team(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a,
-                        float *ws);
+ * it with the same arguments (q may be each thread's own copy of the same values), ws
+ * included: one workspace shared by the team, of skv_attention_ws_floats(a, team size)
+ * floats, 32-byte aligned. The work is shared by orphaned `omp for` loops that end in
+ * barriers. Same results, bit for bit, as skv_attention. */
+void skv_attention_team(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws);
+/* Store d floats of src at element offset off of a cache (fp16 when f16, else fp32). */
+void skv_kv_store(void *cache, bool f16, size_t off, const float *src, int d);
+
 /* Workspace floats for one call with nth threads; depends on T, H, d and pos0 + T only
  * (so a size computed with pos0 + T = S_cap serves every call up to that length). */
 size_t skv_attention_ws_floats(const skv_attn_args *a, int nth);

@@ -13,7 +13,7 @@
  *       quantised copy of x and one parallel region (fewer fork/joins per token).
  *   skv_gemv_team: the same T = 1 GEMV called by every thread of an enclosing parallel
  *       region (the decode forward's one region per token): each thread quantises x into
- *       its own buffer, the row chunks are shared by an orphaned `omp for`.
+ *       its own buffer and computes the row chunks in its share of the weight bytes.
  *   GEMM (larger T): OpenMP over panels of NR=16 weight rows (split along T
  *       too when there are few panels). For each KC-wide slice of the panel the 16 rows
  *       are dequantised once into a packed (KC, 16) float panel, then a 6x16 register-
@@ -329,17 +329,26 @@ void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const f
         }
         jobs[i] = make_job(ys[i], Ws[i], act + off[k], ab);
     }
-    /* the chunking of gemv_run (results do not depend on it) */
+    /* the chunking of gemv_run (results do not depend on it); each thread takes the
+     * consecutive chunks that start in its share of the bytes (matrices of one group can
+     * differ in type: Qwen2.5-0.5B's V is Q8_0 next to Q5_0 Q and K, and an even split of
+     * rows left one thread ~12 % more bytes to read) */
+    const int nth = omp_get_num_threads(), t = omp_get_thread_num();
     int64_t chunk;
-    const int64_t chunks = plan_chunks(jobs, n, omp_get_num_threads(), &chunk);
-    #pragma omp for schedule(static)
-    for (int64_t c = 0; c < chunks; c++) {
-        int i = n - 1;
-        while (i > 0 && jobs[i].c0 > c) i--;
+    const int64_t chunks = plan_chunks(jobs, n, nth, &chunk);
+    size_t total_bytes = 0;
+    for (int i = 0; i < n; i++) total_bytes += (size_t)jobs[i].W->rows * jobs[i].rb;
+    const size_t lo = total_bytes * (size_t)t / (size_t)nth, hi = total_bytes * (size_t)(t + 1) / (size_t)nth;
+    size_t at = 0;   /* first byte of chunk c */
+    for (int64_t c = 0, i = 0; c < chunks; c++) {
+        while (i + 1 < n && jobs[i + 1].c0 <= c) i++;
         const gemv_job *j = &jobs[i];
-        const int64_t r = (c - j->c0) * chunk, nr = j->W->rows;
-        gemv_rows(j, r, r + chunk < nr ? r + chunk : nr, 1);
+        const int64_t r = (c - j->c0) * chunk, nr = j->W->rows, r1 = r + chunk < nr ? r + chunk : nr;
+        if (at >= hi) break;
+        if (at >= lo) gemv_rows(j, r, r1, 1);
+        at += (size_t)(r1 - r) * j->rb;
     }
+    #pragma omp barrier
 }
 
 /* ---------------- prefill GEMM ---------------- */

@@ -24,8 +24,9 @@ void skv_matmul_multi(float *const *ys, const skv_weight *const *Ws, int n, cons
  * skv_gemv_team_ok: whether all n <= 8 matrices (same cols) take the T = 1 GEMV path (and
  * the reference is not forced). skv_gemv_act_bytes: size of the buffer `act` below.
  * skv_gemv_team: ys[i] (rows_i) = x (cols) @ Ws[i]^T; every thread of the team calls it with
- * the same arguments except act (its own buffer): the thread quantises x into act, then the
- * rows are shared with an orphaned `omp for` that ends in a barrier. Bit-identical to
+ * the same arguments except act (its own buffer): the thread quantises x into act, then
+ * computes the row chunks in its share of the bytes (an even split by weight bytes) and
+ * waits at a barrier. Bit-identical to
  * skv_matmul / skv_matmul_multi at T = 1. */
 int skv_gemv_team_ok(const skv_weight *const *Ws, int n);
 size_t skv_gemv_act_bytes(const skv_weight *const *Ws, int n);
