@@ -145,14 +145,15 @@ static void cache_write(void *cache, const float *src, int T, int Hkv, int d, in
 
 /* ------------------------------------------------------------------ decode, one region
  * A single token without an attention hook runs in ONE OpenMP parallel region instead of
- * five per layer: the matrix products (skv_gemv_team) and the attention (skv_attention_team)
- * share their work with orphaned `omp for` loops, and the small serial steps run on every
- * thread on its own copy (the residual x, rmsnorm, the quantised activations, SwiGLU), so
- * a layer has six barriers (q/k/v, attention (two: its key chunks, then their merge per
- * head), wo, gate/up, down) and no thread idles through the serial parts: each thread
- * biases and rotates its own copy of q, k, v, and the attention stores the new K/V row on
- * the thread that reads it (skv_attn_args.knew). Every value is computed by the same functions in the same order as in the general
- * path, so the logits are bit-identical. An attention hook that can run in a team
+ * five per layer: the matrix products (skv_gemv_team, skv_gemv_team_swiglu) and the
+ * attention (skv_attention_team) share their work among the threads, and the small serial
+ * steps run on every thread on its own copy (the residual x, rmsnorm, the quantised
+ * activations, q/k/v bias and RoPE), so a layer has six barriers (q/k/v, attention (two: its
+ * key chunks, then their merge per head), wo, gate/up + SwiGLU, down) and no thread idles
+ * through a serial part: the attention stores the new K/V row on the thread that reads it
+ * (skv_attn_args.knew), SwiGLU runs on the rows of the thread that made them. Every value
+ * is computed by the same functions in the same order as in the general path, so the
+ * logits are bit-identical. An attention hook that can run in a team
  * (opts->attn_team: the compressed-cache session's decode step) takes the attention's place
  * and is called by every thread; it does its serial parts under `omp single`. */
 
@@ -172,6 +173,7 @@ static size_t team_act_bytes(const skv_model *m, int n_layers, bool head) {
         layer_mats g = mats_of(&m->layers[l]);
         const skv_weight *const *grp[4] = {g.qkv, g.wo, g.gu, g.down};
         const int n[4] = {3, 1, 2, 1};
+        if (g.gu[0]->rows != g.gu[1]->rows) return 0;   /* skv_gemv_team_swiglu's pair */
         for (int i = 0; i < 4; i++) {
             if (!skv_gemv_team_ok(grp[i], n[i])) return 0;
             size_t b = skv_gemv_act_bytes(grp[i], n[i]);
@@ -208,17 +210,17 @@ static int one_region_on(void) {
 static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, int n_layers) {
     const skv_model *m = s->m;
     const skv_config *c = &m->cfg;
-    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, F = c->ffn_dim;
+    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim;
     const int Q = H * d, KV = Hkv * d, pos0 = s->n_past;
     const bool head = n_layers == c->n_layer && opts->logits != SKV_LOGITS_NONE;
     if ((opts->attn && !opts->attn_team) || d / 2 > 512 || !one_region_on()) return 0;
     const size_t ab = team_act_bytes(m, n_layers, head);
     if (!ab) return 0;
-    /* per thread: x (C), xb (max(C, Q)), hb (max(F, 2 KV)), act (ab); then one attention workspace
+    /* per thread: x (C), xb (max(C, Q)), kv (2 KV), act (ab); then one attention workspace
      * shared by the team, sized for S_cap keys; kept in the state, so a decode step
      * allocates nothing */
-    const size_t o_xb = up64((size_t)C * 4), o_hb = o_xb + up64((size_t)(C > Q ? C : Q) * 4),
-                 o_act = o_hb + up64((size_t)(F > 2 * KV ? F : 2 * KV) * 4), per = o_act + up64(ab);
+    const size_t o_xb = up64((size_t)C * 4), o_kv = o_xb + up64((size_t)(C > Q ? C : Q) * 4),
+                 o_act = o_kv + up64((size_t)KV * 2 * 4), per = o_act + up64(ab);
     const int nth = omp_get_max_threads();
     const skv_attn_args full = {.T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->S_cap - 1, .S_cap = s->S_cap};
     const size_t o_att = per * (size_t)nth,
@@ -239,7 +241,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
     #pragma omp parallel num_threads(nth)
     {
         uint8_t *mine = ws + per * (size_t)omp_get_thread_num();
-        float *x = (float *)mine, *xb = (float *)(mine + o_xb), *hb = (float *)(mine + o_hb);
+        float *x = (float *)mine, *xb = (float *)(mine + o_xb), *kv = (float *)(mine + o_kv);
         uint8_t *act = mine + o_act;
         int bad = 0;
         skv_weight_row(&m->tok_embd, token, x);
@@ -268,11 +270,10 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
                     break;
                 }
             } else {
-                /* every thread biases and rotates its own copy of q, k, v (xb and hb are
-                 * free until the next rmsnorm / SwiGLU); the attention writes the new K/V
-                 * row on the thread that reads it, so no barrier waits for one thread to
-                 * do this serially */
-                float *qp = xb, *kp = hb, *vp = hb + KV;
+                /* every thread biases and rotates its own copy of q, k, v (xb is free until
+                 * the next rmsnorm); the attention writes the new K/V row on the thread
+                 * that reads it, so no barrier waits for one thread to do this serially */
+                float *qp = xb, *kp = kv, *vp = kv + KV;
                 memcpy(qp, s->q, (size_t)Q * sizeof(float));
                 memcpy(kp, s->kx, (size_t)KV * sizeof(float));
                 memcpy(vp, s->vx, (size_t)KV * sizeof(float));
@@ -295,10 +296,8 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
             skv_gemv_team(y, g.wo, 1, s->att, act);
             for (int i = 0; i < C; i++) x[i] += s->xb[i];
             skv_rmsnorm(xb, x, L->ffn_norm.data, 1, C, c->norm_eps);
-            float *gu[2] = {s->hb, s->hb2};
-            skv_gemv_team(gu, g.gu, 2, xb, act);
-            skv_swiglu(hb, s->hb, s->hb2, F);
-            skv_gemv_team(y, g.down, 1, hb, act);
+            skv_gemv_team_swiglu(s->hb, s->hb, s->hb2, &L->w_gate, &L->w_up, xb, act);
+            skv_gemv_team(y, g.down, 1, s->hb, act);
             for (int i = 0; i < C; i++) x[i] += s->xb[i];
         }
         if (head && !bad) {

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 #include <omp.h>
 #include "../kernels/cpu/matmul.h"
+#include "../kernels/cpu/ops.h"
 #include "../kernels/cpu/vecdot.h"
 #include "../runtime/model.h"
 #include "../runtime/util.h"
@@ -336,6 +337,41 @@ static void test_gemv_team(void **state) {
     free(x);
 }
 
+/* skv_gemv_team_swiglu: the gate / up pair with SwiGLU applied per chunk gives, for teams
+ * of 1, 2, 3 and 5, the bits of the two GEMVs (skv_matmul_multi) followed by skv_swiglu;
+ * h may be g (the decode forward passes the same buffer). */
+static void test_gemv_team_swiglu(void **state) {
+    (void)state;
+    const int64_t cols = 512, rows = 328;
+    const int types[2][2] = {{SKV_Q5_0, SKV_Q5_0}, {SKV_Q4_K, SKV_Q8_0}};
+    for (int p = 0; p < 2; p++) {
+        skv_weight Wg = make_weight(types[p][0], rows, cols), Wu = make_weight(types[p][1], rows, cols);
+        const skv_weight *Ws[2] = {&Wg, &Wu};
+        assert_true(skv_gemv_team_ok(Ws, 2));
+        float *x = malloc(sizeof(float) * cols), *gr = malloc(sizeof(float) * rows), *ur = malloc(sizeof(float) * rows),
+              *hr = malloc(sizeof(float) * rows), *g = malloc(sizeof(float) * rows), *u = malloc(sizeof(float) * rows);
+        for (int64_t i = 0; i < cols; i++) x[i] = frand();
+        float *yr[2] = {gr, ur};
+        skv_matmul_multi(yr, Ws, 2, x, 1);
+        skv_swiglu(hr, gr, ur, (int)rows);
+        const size_t ab = skv_gemv_act_bytes(Ws, 2);
+        const int teams[4] = {1, 2, 3, 5};
+        for (int k = 0; k < 4; k++) {
+            uint8_t *act = skv_aligned_alloc(ab * (size_t)teams[k], "test");
+            assert_non_null(act);
+            memset(g, 0xff, sizeof(float) * rows);   /* NaN: a row left out shows */
+            #pragma omp parallel num_threads(teams[k])
+            skv_gemv_team_swiglu(g, g, u, &Wg, &Wu, x, act + ab * (size_t)omp_get_thread_num());
+            if (memcmp(g, hr, sizeof(float) * rows))
+                fail_msg("%s/%s, team of %d: differs from GEMVs + skv_swiglu", skv_type_name(types[p][0]),
+                         skv_type_name(types[p][1]), teams[k]);
+            free(act);
+        }
+        free(x); free(gr); free(ur); free(hr); free(g); free(u);
+        free((void *)Wg.data); free((void *)Wu.data);
+    }
+}
+
 static void test_report(void **state) {
     (void)state;
     for (int ti = 0; ti < NTYPES; ti++)
@@ -351,6 +387,7 @@ int main(void) {
         cmocka_unit_test(test_packed_rows),
         cmocka_unit_test(test_x8_rows),
         cmocka_unit_test(test_gemv_team),
+        cmocka_unit_test(test_gemv_team_swiglu),
         cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

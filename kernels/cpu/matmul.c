@@ -25,6 +25,7 @@
 #include "matmul.h"
 #include "vecdot.h"
 #include "dequant.h"
+#include "ops.h"
 #include "../../runtime/util.h"
 #include <immintrin.h>
 #include <stdlib.h>
@@ -311,12 +312,13 @@ size_t skv_gemv_act_bytes(const skv_weight *const *Ws, int n) {
     return total;
 }
 
-void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const float *x, uint8_t *act) {
-    gemv_job jobs[8];
+/* This thread's jobs for the n matrices: x quantised into act once per activation format. */
+static void team_jobs(gemv_job *jobs, float *const *ys, const skv_weight *const *Ws, int n, const float *x,
+                      uint8_t *act) {
     int fmt[8], nf = 0;
     size_t off[8], total = 0;
     const int64_t cols = Ws[0]->cols;
-    for (int i = 0; i < n; i++) {   /* this thread quantises x once per format into its act */
+    for (int i = 0; i < n; i++) {
         int f = skv_vec_act_type(Ws[i]->type), k = 0;
         while (k < nf && fmt[k] != f) k++;
         const size_t ab = skv_vec_act_bytes(Ws[i]->type, cols);
@@ -329,24 +331,76 @@ void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const f
         }
         jobs[i] = make_job(ys[i], Ws[i], act + off[k], ab);
     }
+}
+
+/* Chunk c of the jobs (their c0 from plan_chunks): its job index and rows [*r0, *r1). */
+static int chunk_rows(const gemv_job *jobs, int n, int64_t chunk, int64_t c, int64_t *r0, int64_t *r1) {
+    int i = n - 1;
+    while (i > 0 && jobs[i].c0 > c) i--;
+    const int64_t r = (c - jobs[i].c0) * chunk, nr = jobs[i].W->rows;
+    *r0 = r;
+    *r1 = r + chunk < nr ? r + chunk : nr;
+    return i;
+}
+
+/* Thread t's chunks [*c0, *c1): those that start in its share of the bytes, an even split
+ * over nth threads, a row of job i weighing rb[i] bytes. */
+static void team_share(const gemv_job *jobs, int n, int64_t chunk, int64_t chunks, const size_t *rb, int t, int nth,
+                       int64_t *c0, int64_t *c1) {
+    size_t total = 0, at = 0;
+    for (int i = 0; i < n; i++) total += (size_t)jobs[i].W->rows * rb[i];
+    const size_t lo = total * (size_t)t / (size_t)nth, hi = total * (size_t)(t + 1) / (size_t)nth;
+    *c0 = *c1 = chunks;
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t r0, r1;
+        const int i = chunk_rows(jobs, n, chunk, c, &r0, &r1);
+        if (at >= lo && *c0 == chunks) *c0 = c;
+        if (at >= hi) { *c1 = c; break; }
+        at += (size_t)(r1 - r0) * rb[i];
+    }
+    if (*c0 > *c1) *c0 = *c1;
+}
+
+void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const float *x, uint8_t *act) {
+    gemv_job jobs[8];
+    size_t rb[8];
+    team_jobs(jobs, ys, Ws, n, x, act);
+    for (int i = 0; i < n; i++) rb[i] = jobs[i].rb;
     /* the chunking of gemv_run (results do not depend on it); each thread takes the
      * consecutive chunks that start in its share of the bytes (matrices of one group can
      * differ in type: Qwen2.5-0.5B's V is Q8_0 next to Q5_0 Q and K, and an even split of
      * rows left one thread ~12 % more bytes to read) */
     const int nth = omp_get_num_threads(), t = omp_get_thread_num();
-    int64_t chunk;
+    int64_t chunk, c0, c1;
     const int64_t chunks = plan_chunks(jobs, n, nth, &chunk);
-    size_t total_bytes = 0;
-    for (int i = 0; i < n; i++) total_bytes += (size_t)jobs[i].W->rows * jobs[i].rb;
-    const size_t lo = total_bytes * (size_t)t / (size_t)nth, hi = total_bytes * (size_t)(t + 1) / (size_t)nth;
-    size_t at = 0;   /* first byte of chunk c */
-    for (int64_t c = 0, i = 0; c < chunks; c++) {
-        while (i + 1 < n && jobs[i + 1].c0 <= c) i++;
-        const gemv_job *j = &jobs[i];
-        const int64_t r = (c - j->c0) * chunk, nr = j->W->rows, r1 = r + chunk < nr ? r + chunk : nr;
-        if (at >= hi) break;
-        if (at >= lo) gemv_rows(j, r, r1, 1);
-        at += (size_t)(r1 - r) * j->rb;
+    team_share(jobs, n, chunk, chunks, rb, t, nth, &c0, &c1);
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t r0, r1;
+        const int i = chunk_rows(jobs, n, chunk, c, &r0, &r1);
+        gemv_rows(&jobs[i], r0, r1, 1);
+    }
+    #pragma omp barrier
+}
+
+void skv_gemv_team_swiglu(float *h, float *g, float *u, const skv_weight *Wg, const skv_weight *Wu, const float *x,
+                          uint8_t *act) {
+    gemv_job jobs[2];
+    const skv_weight *Ws[2] = {Wg, Wu};
+    float *ys[2] = {g, u};
+    team_jobs(jobs, ys, Ws, 2, x, act);
+    /* chunks of rows of the pair, planned as for one matrix of this shape; a row weighs
+     * its bytes in both matrices */
+    const int nth = omp_get_num_threads(), t = omp_get_thread_num();
+    const size_t pair_rb = jobs[0].rb + jobs[1].rb;
+    int64_t chunk, c0, c1;
+    const int64_t chunks = plan_chunks(jobs, 1, nth, &chunk);
+    team_share(jobs, 1, chunk, chunks, &pair_rb, t, nth, &c0, &c1);
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t r0, r1;
+        chunk_rows(jobs, 1, chunk, c, &r0, &r1);
+        gemv_rows(&jobs[0], r0, r1, 1);
+        gemv_rows(&jobs[1], r0, r1, 1);
+        skv_swiglu(h + r0, g + r0, u + r0, (int)(r1 - r0));
     }
     #pragma omp barrier
 }

@@ -31,6 +31,13 @@ void skv_matmul_multi(float *const *ys, const skv_weight *const *Ws, int n, cons
 int skv_gemv_team_ok(const skv_weight *const *Ws, int n);
 size_t skv_gemv_act_bytes(const skv_weight *const *Ws, int n);
 void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const float *x, uint8_t *act);
+/* The gate / up pair of an MLP (the same shape): g = x @ Wg^T, u = x @ Wu^T, then h =
+ * skv_swiglu(g, u) (h may be g), called like skv_gemv_team. A thread takes each of its row
+ * chunks in both matrices and applies SwiGLU to it, so each element is computed once in
+ * the team and the caller needs no barrier before using h. Bit-identical to the two
+ * GEMVs followed by skv_swiglu. (The pair must pass skv_gemv_team_ok.) */
+void skv_gemv_team_swiglu(float *h, float *g, float *u, const skv_weight *Wg, const skv_weight *Wu, const float *x,
+                          uint8_t *act);
 
 /* Force (1) or release (0) the reference path in skv_matmul; default: env SKV_MATMUL_REF. */
 void skv_matmul_set_ref(int on);
