@@ -4,6 +4,7 @@
 #   make SAN=1 test   the same under AddressSanitizer + UBSan (separate build dir)
 #   make models       fetch the model files into models/ (scripts/fetch-models.sh)
 #   make bench        speed benchmark table
+#   make bench-ab BASE=rev   decode speed of the working tree against rev, as ratios
 #   make CUDA=1       with the CUDA backend (kernels/cuda/, nvcc + cuBLAS; dir build-cuda/)
 CC      ?= gcc
 SAN     ?= 0
@@ -41,7 +42,7 @@ endif
 
 # tools: one main per file
 TOOL_SRC := runtime/cli/smallkv.c $(wildcard calibrate/calibrate.c) $(wildcard mapgen/mapgen.c) \
-            $(wildcard bench/bench.c)
+            $(wildcard bench/bench.c) $(wildcard bench/bench_pair.c)
 TOOLS    := $(foreach s,$(TOOL_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
 # MPI=1: also build calibrate-mpi (calibrate/calibrate.c with SKV_MPI, compiled and linked
 # with mpicc): MPI ranks run shards and reduce their fixed-point sums to rank 0.
@@ -63,7 +64,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: all test check run deps models models-test bench clean tools
+.PHONY: bench-ab all test check run deps models models-test bench clean tools
 all: $(LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
 
@@ -134,6 +135,11 @@ models-test:
 # BENCH=quick: shorter runs and a 1024-token pair context; BENCH=pair: only the pair rows
 bench: all
 	$(BUILD)/bin/bench $(if $(filter quick,$(BENCH)),--quick,) $(if $(filter pair,$(BENCH)),--pair-only,)
+
+# the working tree's decode speed against revision BASE (default HEAD) as ratios measured in
+# one process, both builds side by side (scripts/bench-ab.sh, bench/bench_pair.c)
+bench-ab:
+	scripts/bench-ab.sh $(or $(BASE),HEAD)
 
 clean:
 	rm -rf build build-san build-cuda build-san-cuda
