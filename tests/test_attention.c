@@ -103,6 +103,7 @@ static void test_decode(void **state) {
         check_case(1, 2, 1, 256, 130, f16);     /* largest d of that path */
         check_case(1, 4, 4, 32, 127, f16);      /* group 1, exactly one full chunk */
         check_case(1, 10, 2, 40, 500, f16);     /* group 5: head blocks of 3 and 2, d = 32 + 8 */
+        check_case(1, 8, 2, 64, 300, f16);      /* group 4: head blocks 2 + 2 (group 7: 3, 2, 2) */
     }
 }
 
@@ -140,7 +141,7 @@ static void test_decode_threads(void **state) {
  * the (KV head, chunk) units as runs of consecutive chunks (up to 128 KiB of K), and how the
  * units fall into runs depends on the team size; teams of 1, 2, 3 and 5 split them
  * differently (runs of 8, of 1, across KV heads), and every split must give the same bits
- * (out, colsum, lastrow), fp16 (runs of 8 chunks) and fp32 (4). Group 7 = head blocks 3, 3, 1. */
+ * (out, colsum, lastrow), fp16 (runs of 8 chunks) and fp32 (4). Group 7 = head blocks 3, 2, 2. */
 static void test_decode_runs(void **state) {
     (void)state;
     const int H = 14, Hkv = 2, d = 64, pos0 = 2500;

@@ -168,7 +168,7 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
 
 /* ---------------- decode: one query row, grouped by KV head, split over keys ----------------
  * A unit = (KV head, chunk of DEC_CHUNK keys), run for the grp = H/Hkv query heads of the KV
- * head in blocks of up to 3 (dec_run): each K and V element is read from the cache and
+ * head in blocks of up to 3 (dec_heads, dec_run): each K and V element is read from the cache and
  * converted to fp32 in a register once per block and used there by every head of the block
  * (accumulators: 3 heads x 4 keys for the scores, 3 heads x 32 columns for the output).
  * Per head a unit leaves m (its max score), l = sum_k exp(s_k - m), o = sum_k exp(s_k - m)
@@ -341,12 +341,16 @@ static void dec_run(const float *q, const void *K, const void *V, bool f16, int 
     }
 }
 
-/* The KV head's grp query heads in blocks of 3 (then 2 or 1), each block one dec_run. */
+/* The KV head's grp query heads in blocks of 3, each block one dec_run; a remainder of 1
+ * after at least one block goes as 2 + 2 (Qwen2.5-0.5B's 7 heads: 3, 2, 2): a lone head
+ * has only 4 independent FMA chains, half what keeps both FMA pipes busy, and cost ~1.6x a
+ * head in a block of 3. */
 static void dec_heads(const float *q, const void *K, const void *V, bool f16, int d, int grp, int c0, int c1, int n,
                       size_t ps, float scale, float *const *p, float *const *part) {
-    for (int g0 = 0; g0 < grp; g0 += 3) {
-        const int nb = grp - g0 < 3 ? grp - g0 : 3;
+    for (int g0 = 0; g0 < grp;) {
+        const int left = grp - g0, nb = left == 4 ? 2 : left < 3 ? left : 3;
         dec_run(q + (size_t)g0 * d, K, V, f16, d, nb, c0, c1, n, ps, scale, p + g0, part + g0);
+        g0 += nb;
     }
 }
 
