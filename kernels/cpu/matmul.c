@@ -223,6 +223,16 @@ static int64_t plan_chunks(gemv_job *jobs, int nj, int nth, int64_t *chunk) {
     return chunks;
 }
 
+/* Chunk c of the jobs (their c0 from plan_chunks): its job index and rows [*r0, *r1). */
+static int chunk_rows(const gemv_job *jobs, int n, int64_t chunk, int64_t c, int64_t *r0, int64_t *r1) {
+    int i = n - 1;
+    while (i > 0 && jobs[i].c0 > c) i--;
+    const int64_t r = (c - jobs[i].c0) * chunk, nr = jobs[i].W->rows;
+    *r0 = r;
+    *r1 = r + chunk < nr ? r + chunk : nr;
+    return i;
+}
+
 static void gemv_run(gemv_job *jobs, int nj, int T) {
     size_t bytes = 0;
     for (int i = 0; i < nj; i++) bytes += (size_t)jobs[i].W->rows * jobs[i].rb;
@@ -232,11 +242,9 @@ static void gemv_run(gemv_job *jobs, int nj, int T) {
     const int par = nth > 1 && bytes * (size_t)(T < 4 ? T : 4) >= GEMV_PAR_BYTES && chunks > 1;
     #pragma omp parallel for schedule(static) if (par)
     for (int64_t c = 0; c < chunks; c++) {
-        int i = nj - 1;
-        while (i > 0 && jobs[i].c0 > c) i--;
-        const gemv_job *j = &jobs[i];
-        const int64_t r = (c - j->c0) * chunk, nr = j->W->rows;
-        gemv_rows(j, r, r + chunk < nr ? r + chunk : nr, T);
+        int64_t r0, r1;
+        const int i = chunk_rows(jobs, nj, chunk, c, &r0, &r1);
+        gemv_rows(&jobs[i], r0, r1, T);
     }
 }
 
@@ -331,16 +339,6 @@ static void team_jobs(gemv_job *jobs, float *const *ys, const skv_weight *const 
         }
         jobs[i] = make_job(ys[i], Ws[i], act + off[k], ab);
     }
-}
-
-/* Chunk c of the jobs (their c0 from plan_chunks): its job index and rows [*r0, *r1). */
-static int chunk_rows(const gemv_job *jobs, int n, int64_t chunk, int64_t c, int64_t *r0, int64_t *r1) {
-    int i = n - 1;
-    while (i > 0 && jobs[i].c0 > c) i--;
-    const int64_t r = (c - jobs[i].c0) * chunk, nr = jobs[i].W->rows;
-    *r0 = r;
-    *r1 = r + chunk < nr ? r + chunk : nr;
-    return i;
 }
 
 /* Thread t's chunks [*c0, *c1): those that start in its share of the bytes, an even split
