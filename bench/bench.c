@@ -2,9 +2,9 @@
  * printed as a Markdown table.
  *
  * Read bandwidth BW: --threads threads summing a 1 GiB float buffer (huge pages), best of 3
- * at the start, and best of 2 right before every decode window (this VM's bandwidth moves
- * between two states, ~35 and ~60-70 GB/s on 2 threads, within seconds, so each window is
- * set against the bandwidth of its own moment).
+ * at the start, and best of 2 between the decode windows (this VM's bandwidth moves between
+ * two states, ~35 and ~60-70 GB/s on 2 threads, within seconds, so each window is set
+ * against the bandwidth of its own moment).
  * Per model, at --threads (default 2), fp16 KV cache:
  *   prefill      one block of 512 tokens (logits of the last row only); effective GFLOP/s
  *                = 2 x P x 512 / time, where P = the parameters of the per-layer matrices
@@ -15,9 +15,9 @@
  *                5 windows of >= 0.1 s, each after its own read probe
  *   bytes/token  weights read per step (all layer matrices + norms + LM head, one embedding
  *                row) + KV read (2 x L x Hkv x d x 2 bytes x S)
- *   % of bound   tok/s x bytes per token / BW: the median over the 5 decode windows, each
- *                against the probe taken just before it (decode_speed); the probes' range
- *                is printed too.
+ *   % of bound   tok/s x bytes per token / BW: the median over the decode windows whose
+ *                probes before and after agree within 15 %, each against the mean of those
+ *                two probes (decode_speed); the probes' range is printed too.
  * Pair rows (issue 4), when models/qwen2.5-coder-{0.5b,1.5b}.gguf exist (LLM 1.5B, SLM 0.5B),
  * at a context of S = 4096 tokens (1024 with --quick), all with SYNTHETIC caches (zeroed
  * K/V of S tokens: the arithmetic and memory traffic do not depend on the values; a real
@@ -45,6 +45,7 @@
 #include <dirent.h>
 #include <immintrin.h>
 #include <omp.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,10 +115,12 @@ static void model_sizes(const skv_model *m, double *params, double *step_bytes) 
 
 /* Decode steps at a fixed context: every step runs with S tokens in the cache (n_past reset
  * to S, so the step rewrites row S). After one warm-up step, 5 windows of at least min_steps
- * steps and 0.1 s each, each right after its own read probe (2 passes): the VM's bandwidth
- * moves between two states within seconds, so each window is set against the bandwidth of
- * its moment. Result: the best window's tok/s, the median over the windows of
- * (tok/s x bytes per step / that window's probe), and the probes' range. */
+ * steps and 0.1 s each, with a read probe (2 passes) before the first and after each: the
+ * VM's bandwidth moves between two states within seconds, so each window is set against the
+ * mean of the probes on its two sides, and a window whose two probes differ by more than 15 %
+ * (the state changed while it ran) is left out of the median unless every window is.
+ * Result: the best window's tok/s, the median over the kept windows of (tok/s x bytes per
+ * step / that window's bandwidth), and the probes' range. */
 typedef struct { double tps, frac, bw_lo, bw_hi; } decode_result;
 static int cmp_dbl(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -129,12 +132,11 @@ static decode_result decode_speed(skv_state *s, int S, int min_steps, double ste
     skv_fwd_opts o = {.logits = SKV_LOGITS_LAST};
     s->n_past = S;
     if (skv_forward(s, &tok, 1, &o) != 0) return r;
-    double frac[5];
+    double frac[5], steady[5], bw_prev = probe(2);
+    int n_steady = 0;
     r.tps = 0;
+    r.bw_lo = r.bw_hi = bw_prev;
     for (int w = 0; w < 5; w++) {
-        const double bw = probe(2);
-        if (bw < r.bw_lo) r.bw_lo = bw;
-        if (bw > r.bw_hi) r.bw_hi = bw;
         int steps = 0;
         const double t0 = skv_now();
         double dt = 0;
@@ -144,12 +146,18 @@ static decode_result decode_speed(skv_state *s, int S, int min_steps, double ste
             steps++;
             dt = skv_now() - t0;
         }
-        const double tps = steps / dt;
+        const double tps = steps / dt, bw_next = probe(2), bw = 0.5 * (bw_prev + bw_next);
+        if (bw_next < r.bw_lo) r.bw_lo = bw_next;
+        if (bw_next > r.bw_hi) r.bw_hi = bw_next;
         if (tps > r.tps) r.tps = tps;
         frac[w] = bw > 0 ? tps * step_bytes / bw : 0;
+        if (fabs(bw_next - bw_prev) <= 0.15 * fmax(bw_next, bw_prev)) steady[n_steady++] = frac[w];
+        bw_prev = bw_next;
     }
-    qsort(frac, 5, sizeof frac[0], cmp_dbl);
-    r.frac = frac[2];
+    double *use = n_steady ? steady : frac;
+    const int n = n_steady ? n_steady : 5;
+    qsort(use, (size_t)n, sizeof use[0], cmp_dbl);
+    r.frac = n % 2 ? use[n / 2] : 0.5 * (use[n / 2 - 1] + use[n / 2]);
     return r;
 }
 
