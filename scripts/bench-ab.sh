@@ -3,7 +3,7 @@
 # as a ratio measured in one process (bench/bench_pair.c: both builds loaded side by side,
 # decoding in alternating windows), for each model in models/ at 512 and 2048 tokens of
 # context. The two builds are shared libraries compiled here from runtime/ and
-# kernels/cpu/ (and include/) of each tree with the Makefile's optimisation flags (no CUDA).
+# kernels/cpu/ of each tree with the Makefile's optimisation flags (no CUDA).
 # Environment: OMP_NUM_THREADS (default 2), AB_WINDOWS (30), AB_STEPS (10 per window).
 set -euo pipefail
 base=${1:-HEAD}
@@ -18,7 +18,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/base"
-git archive "$base" runtime kernels include | tar -x -C "$tmp/base"
+git archive "$base" | tar -x -C "$tmp/base"
 flags=(-std=c11 -D_GNU_SOURCE -O2 -fopenmp -mavx2 -mfma -mf16c -fPIC -fno-semantic-interposition -shared
        $(pkg-config --cflags libcjson 2>/dev/null))
 build_so() { cc "${flags[@]}" "$1"/runtime/*.c "$1"/kernels/cpu/*.c -o "$2" -lzstd -lcjson -lm; }
