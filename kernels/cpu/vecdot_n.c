@@ -266,31 +266,23 @@ static inline __attribute__((always_inline)) void dotn_q6K(int nt, int64_t n, co
 
 /* ---------------- entry points: dispatch nt to a literal ---------------- */
 
-#define DISPATCH_NT(CALL)                                        \
-    switch (nt) {                                                \
-    case 1: CALL(1); break;                                      \
-    case 2: CALL(2); break;                                      \
-    case 3: CALL(3); break;                                      \
-    default: CALL(4); break;                                     \
-    }
-
 #define CALLQ4_0(k) dotn32(0, sizeof(block_q4_0), k, n, w, xa, xs, out)
 #define CALLQ4_1(k) dotn32(1, sizeof(block_q4_1), k, n, w, xa, xs, out)
 #define CALLQ5_0(k) dotn32(2, sizeof(block_q5_0), k, n, w, xa, xs, out)
 #define CALLQ5_1(k) dotn32(3, sizeof(block_q5_1), k, n, w, xa, xs, out)
-static void dotn_q4_0(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { DISPATCH_NT(CALLQ4_0) }
-static void dotn_q4_1(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { DISPATCH_NT(CALLQ4_1) }
-static void dotn_q5_0(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { DISPATCH_NT(CALLQ5_0) }
-static void dotn_q5_1(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { DISPATCH_NT(CALLQ5_1) }
+static void dotn_q4_0(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { SKV_DISPATCH_NT(CALLQ4_0) }
+static void dotn_q4_1(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { SKV_DISPATCH_NT(CALLQ4_1) }
+static void dotn_q5_0(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { SKV_DISPATCH_NT(CALLQ5_0) }
+static void dotn_q5_1(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { SKV_DISPATCH_NT(CALLQ5_1) }
 
 #define CALLQ8(k) dotn_q8(k, n, w, xa, xs, out)
-static void dotn_q8_0(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { DISPATCH_NT(CALLQ8) }
+static void dotn_q8_0(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { SKV_DISPATCH_NT(CALLQ8) }
 #define CALLQ4K(k) dotn_q45K(k, n, w, sizeof(block_q4_K), 0, xa, xs, out)
-static void dotn_q4_K(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { DISPATCH_NT(CALLQ4K) }
+static void dotn_q4_K(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { SKV_DISPATCH_NT(CALLQ4K) }
 #define CALLQ5K(k) dotn_q45K(k, n, w, sizeof(block_q5_K), 1, xa, xs, out)
-static void dotn_q5_K(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { DISPATCH_NT(CALLQ5K) }
+static void dotn_q5_K(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { SKV_DISPATCH_NT(CALLQ5K) }
 #define CALLQ6K(k) dotn_q6K(k, n, w, xa, xs, out)
-static void dotn_q6_K(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { DISPATCH_NT(CALLQ6K) }
+static void dotn_q6_K(int64_t n, const void *w, const void *xa, size_t xs, int nt, float *out) { SKV_DISPATCH_NT(CALLQ6K) }
 
 skv_vec_dotn_fn skv_vec_dotn_for(int wtype) {
     switch (wtype) {

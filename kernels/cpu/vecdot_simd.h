@@ -1,11 +1,21 @@
 /* vecdot_simd.h: AVX2 pieces shared by the quantised dot kernels (vecdot_q.c, vecdot_k.c,
- * vecdot_n.c), so the one-row, four-row and N-activation kernels unpack weights with the
+ * vecdot_n.c, vecdot_x8.c), so the one-row, four-row and N-activation kernels unpack weights with the
  * same instructions (their results must stay bit-identical to each other). Internal. */
 #ifndef SKV_VECDOT_SIMD_H
 #define SKV_VECDOT_SIMD_H
 #include <immintrin.h>
 #include <stdint.h>
 #include "vecdot.h"
+
+/* The N-activation kernels take nt (1..SKV_DOTN_MAX) as a literal in their bodies: CALL(k)
+ * for k = nt (4 for anything larger), in a function with `int nt` in scope. */
+#define SKV_DISPATCH_NT(CALL)   \
+    switch (nt) {               \
+    case 1: CALL(1); break;     \
+    case 2: CALL(2); break;     \
+    case 3: CALL(3); break;     \
+    default: CALL(4); break;    \
+    }
 
 /* ---- 32-wide block types (Q4_0/Q4_1/Q5_0/Q5_1, Q8 activations) ---- */
 

@@ -338,17 +338,10 @@ static inline __attribute__((always_inline)) void dot8n_q8_0(int nt, int64_t n, 
 }
 
 /* one entry per type: nt dispatched to the literal-nt bodies */
-#define NT_SWITCH(call)             \
-    switch (nt) {                   \
-    case 1: call(1); break;         \
-    case 2: call(2); break;         \
-    case 3: call(3); break;         \
-    default: call(4); break;        \
-    }
 #define DOT8N(name, body)                                                                              \
     static void name(int64_t n, const void *w, const void *xa, size_t xstride, int nt, float *out) { \
         const uint8_t *x = xa;                                                                         \
-        NT_SWITCH(body)                                                                                \
+        SKV_DISPATCH_NT(body)                                                                                \
     }
 #define B_Q4K(k) dot8n_q4_K(k, n, w, x, xstride, out)
 #define B_Q80(k) dot8n_q8_0(k, n, w, x, xstride, out)
