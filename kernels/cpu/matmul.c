@@ -341,22 +341,29 @@ static void team_jobs(gemv_job *jobs, float *const *ys, const skv_weight *const 
     }
 }
 
+/* The first chunk (global index) whose first byte is at or after byte `at` of the jobs'
+ * rows laid end to end, a row of job i weighing rb[i] bytes; `chunks` when none is. */
+static int64_t first_chunk_from(const gemv_job *jobs, int n, int64_t chunk, int64_t chunks, const size_t *rb,
+                                size_t at) {
+    size_t start = 0;   /* first byte of job i */
+    for (int i = 0; i < n; i++) {
+        const size_t cb = (size_t)chunk * rb[i];
+        const int64_t nch = (jobs[i].W->rows + chunk - 1) / chunk,
+                      k = at > start ? (int64_t)((at - start + cb - 1) / cb) : 0;
+        if (k < nch) return jobs[i].c0 + k;
+        start += (size_t)jobs[i].W->rows * rb[i];
+    }
+    return chunks;
+}
+
 /* Thread t's chunks [*c0, *c1): those that start in its share of the bytes, an even split
  * over nth threads, a row of job i weighing rb[i] bytes. */
 static void team_share(const gemv_job *jobs, int n, int64_t chunk, int64_t chunks, const size_t *rb, int t, int nth,
                        int64_t *c0, int64_t *c1) {
-    size_t total = 0, at = 0;
+    size_t total = 0;
     for (int i = 0; i < n; i++) total += (size_t)jobs[i].W->rows * rb[i];
-    const size_t lo = total * (size_t)t / (size_t)nth, hi = total * (size_t)(t + 1) / (size_t)nth;
-    *c0 = *c1 = chunks;
-    for (int64_t c = 0; c < chunks; c++) {
-        int64_t r0, r1;
-        const int i = chunk_rows(jobs, n, chunk, c, &r0, &r1);
-        if (at >= lo && *c0 == chunks) *c0 = c;
-        if (at >= hi) { *c1 = c; break; }
-        at += (size_t)(r1 - r0) * rb[i];
-    }
-    if (*c0 > *c1) *c0 = *c1;
+    *c0 = first_chunk_from(jobs, n, chunk, chunks, rb, total * (size_t)t / (size_t)nth);
+    *c1 = first_chunk_from(jobs, n, chunk, chunks, rb, total * (size_t)(t + 1) / (size_t)nth);
 }
 
 void skv_gemv_team(float *const *ys, const skv_weight *const *Ws, int n, const float *x, uint8_t *act) {
