@@ -42,7 +42,8 @@ endif
 
 # tools: one main per file
 TOOL_SRC := runtime/cli/smallkv.c $(wildcard calibrate/calibrate.c) $(wildcard mapgen/mapgen.c) \
-            $(wildcard bench/bench.c) $(wildcard bench/bench_pair.c)
+            $(wildcard bench/bench.c) $(wildcard bench/bench_pair.c) \
+            $(wildcard bench/bench_kernels.c)
 TOOLS    := $(foreach s,$(TOOL_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
 # MPI=1: also build calibrate-mpi (calibrate/calibrate.c with SKV_MPI, compiled and linked
 # with mpicc): MPI ranks run shards and reduce their fixed-point sums to rank 0.

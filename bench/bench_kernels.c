@@ -7,14 +7,13 @@
  *     the batched-decode GEMV at T = 4 where T = 4 is below the type's GEMM crossover;
  *   - prefill GEMM (T = 512): effective GFLOP/s = 2*rows*cols*T / time;
  *   - decode attention at S = 2048/4096 (fp16 cache).
- * Build by hand (not in the Makefile):
- *   gcc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -mavx2 -mfma -mf16c bench/bench_kernels.c \
- *       build/libsmallkv.a -o build/bin/bench_kernels -lzstd -lcjson -lm
+ * Built by `make` (build/bin/bench_kernels).
  * Run: OMP_NUM_THREADS=2 build/bin/bench_kernels
  *      OMP_NUM_THREADS=1 build/bin/bench_kernels --gemv [reps]   decode GEMV only (T = 1, the
  *      model shapes, no GEMM/attention), best of `reps` timed passes (default 5): the
  *      single-thread kernel throughput to compare two builds side by side;
- *      `--gemv reps hot`: one copy of each matrix (cache-resident), the instruction-bound rate. */
+ *      `--gemv reps hot`: one copy of each matrix (cache-resident), the instruction-bound rate.
+ *      SKV_CPU=avx2 pins the AVX2 kernels where the CPU would use AVX-512 VNNI ones. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdio.h>

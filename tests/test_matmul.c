@@ -19,6 +19,7 @@
 #include <math.h>
 #include <cmocka.h>
 #include <omp.h>
+#include "../kernels/cpu/cpu_caps.h"
 #include "../kernels/cpu/matmul.h"
 #include "../kernels/cpu/ops.h"
 #include "../kernels/cpu/vecdot.h"
@@ -212,6 +213,54 @@ static void test_packed_rows(void **state) {
     assert_null(skv_vec_dot4_packed_for(SKV_Q4_K));
 }
 
+/* The AVX-512 VNNI build of the 8-row kernels (vecdot_x8_vnni.c) gives the AVX2 build's bits:
+ * every x8 type, 1 and 9 super-blocks a row, 1..4 activation rows a call; weights from the
+ * quantiser and with every quant byte random (Q8_0's -128, Q5's fifth bits, Q4_K's 6-bit
+ * scales all set), activations random and all +-127 (the int16 sums' worst case). Skipped
+ * on a CPU without AVX-512 VNNI. */
+static void test_x8_vnni_same_bits(void **state) {
+    (void)state;
+    if (!skv_cpu_vnni()) {
+        print_message("    (VNNI kernels not in use: no AVX-512 VNNI on this CPU, or SKV_CPU=avx2)\n");
+        skip();
+    }
+    const int xtypes[] = {SKV_Q4_K, SKV_Q8_0, SKV_Q4_0, SKV_Q4_1, SKV_Q5_0, SKV_Q5_1};
+    const int64_t colss[] = {256, 2304}, rows = 16;
+    for (size_t ti = 0; ti < sizeof xtypes / sizeof xtypes[0]; ti++)
+        for (int ci = 0; ci < 2; ci++)
+            for (int wrand = 0; wrand < 2; wrand++)
+                for (int xext = 0; xext < 2; xext++) {
+                    const int type = xtypes[ti];
+                    const int64_t cols = colss[ci];
+                    skv_weight W = make_weight(type, rows, cols);
+                    const size_t rb = skv_row_bytes(type, cols), bs = skv_type_block_bytes(type);
+                    /* bytes after the fp16 scale(s): quant data (and Q4_K's packed scales) */
+                    const size_t hdr = type == SKV_Q4_1 || type == SKV_Q5_1 || type == SKV_Q4_K ? 4 : 2;
+                    uint8_t *wd = (uint8_t *)W.data, *xd = malloc(rb * rows);
+                    if (wrand)
+                        for (size_t b = 0; b < rb * rows / bs; b++)
+                            for (size_t k = hdr; k < bs; k++) wd[b * bs + k] = (uint8_t)(rand() & 0xff);
+                    for (int64_t g = 0; g < rows / 8; g++) skv_x8_pack_group(type, wd + g * 8 * rb, xd + g * 8 * rb, cols);
+                    const size_t ab = skv_vec_act_bytes(type, cols);
+                    uint8_t *act = skv_aligned_alloc(4 * ab, "test");
+                    float *x = malloc(sizeof(float) * cols);
+                    for (int a = 0; a < 4; a++) {
+                        for (int64_t i = 0; i < cols; i++) x[i] = xext ? (rand() & 1 ? 1.0f : -1.0f) : frand();
+                        skv_vec_quant_act(type, x, act + a * ab, cols);
+                    }
+                    for (int nt = 1; nt <= 4; nt++)
+                        for (int64_t g = 0; g < rows / 8; g++) {
+                            float o2[32], o5[32];
+                            skv_vec_dot8n_avx2_for(type)(cols, xd + g * 8 * rb, act, ab, nt, o2);
+                            skv_vec_dot8n_vnni_for(type)(cols, xd + g * 8 * rb, act, ab, nt, o5);
+                            if (memcmp(o2, o5, sizeof(float) * 8 * nt) != 0)
+                                fail_msg("%s cols %lld nt %d (random bytes %d, +-127 %d): VNNI != AVX2 bits",
+                                         skv_type_name(type), (long long)cols, nt, wrand, xext);
+                        }
+                    free(x); free(act); free(xd); free(wd);
+                }
+}
+
 /* The 8-row groups (vecdot_x8.c) of a matrix regrouped in place (40 rows = 5 groups; 1, 4
  * and 9 super-blocks a row): the stored rows come back byte for byte (any row range) and
  * skv_weight_row / skv_matmul_ref / the GEMM (T = 70) give the same bits as on the stored
@@ -386,6 +435,7 @@ int main(void) {
         cmocka_unit_test(test_weight_row_and_ref_switch),
         cmocka_unit_test(test_packed_rows),
         cmocka_unit_test(test_x8_rows),
+        cmocka_unit_test(test_x8_vnni_same_bits),
         cmocka_unit_test(test_gemv_team),
         cmocka_unit_test(test_gemv_team_swiglu),
         cmocka_unit_test(test_report),

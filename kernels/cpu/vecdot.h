@@ -84,6 +84,10 @@ void skv_x8_row(int type, const void *group, int r, int64_t b0, int64_t nb, void
  * stored-layout kernels, float rounding apart. */
 typedef void (*skv_vec_dot8n_fn)(int64_t n, const void *w, const void *xa, size_t xstride, int nt, float *out);
 skv_vec_dot8n_fn skv_vec_dot8n_for(int type);   /* NULL for types without the layout */
+/* the two builds of the kernels (vecdot_x8_kernels.h), same bits: AVX2, and AVX-512 VNNI
+ * (call only where skv_cpu_vnni()); skv_vec_dot8n_for picks one */
+skv_vec_dot8n_fn skv_vec_dot8n_avx2_for(int type);
+skv_vec_dot8n_fn skv_vec_dot8n_vnni_for(int type);
 
 /* Activation quantisers (AVX2). */
 void skv_quant_q8a(const float *x, skv_q8a *dst, int64_t n);

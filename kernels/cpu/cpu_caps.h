@@ -1,0 +1,10 @@
+/* cpu_caps.h: which optional instruction sets the CPU kernels may use on this machine. */
+#ifndef SKV_CPU_CAPS_H
+#define SKV_CPU_CAPS_H
+#include <stdbool.h>
+
+/* true when the CPU (and the OS) has AVX-512 F/BW/VL/VNNI and SKV_CPU does not pin the AVX2
+ * baseline (SKV_CPU=avx2); read once. Kernels with such a variant give the same bits. */
+bool skv_cpu_vnni(void);
+
+#endif
