@@ -216,7 +216,7 @@ static void test_packed_rows(void **state) {
 /* The AVX-512 VNNI build of the 8-row kernels (vecdot_x8_vnni.c) gives the AVX2 build's bits:
  * every x8 type, 1 and 9 super-blocks a row, 1..4 activation rows a call; weights from the
  * quantiser and with every quant byte random (Q8_0's -128, Q5's fifth bits, Q4_K's 6-bit
- * scales all set), activations random and all +-127 (the int16 sums' worst case). Skipped
+ * and Q6_K's int8 scales all set), activations random and all +-127 (the int16 sums' worst case). Skipped
  * on a CPU without AVX-512 VNNI. */
 static void test_x8_vnni_same_bits(void **state) {
     (void)state;
@@ -224,7 +224,7 @@ static void test_x8_vnni_same_bits(void **state) {
         print_message("    (VNNI kernels not in use: no AVX-512 VNNI on this CPU, or SKV_CPU=avx2)\n");
         skip();
     }
-    const int xtypes[] = {SKV_Q4_K, SKV_Q8_0, SKV_Q4_0, SKV_Q4_1, SKV_Q5_0, SKV_Q5_1};
+    const int xtypes[] = {SKV_Q4_K, SKV_Q6_K, SKV_Q8_0, SKV_Q4_0, SKV_Q4_1, SKV_Q5_0, SKV_Q5_1};
     const int64_t colss[] = {256, 2304}, rows = 16;
     for (size_t ti = 0; ti < sizeof xtypes / sizeof xtypes[0]; ti++)
         for (int ci = 0; ci < 2; ci++)
@@ -234,12 +234,14 @@ static void test_x8_vnni_same_bits(void **state) {
                     const int64_t cols = colss[ci];
                     skv_weight W = make_weight(type, rows, cols);
                     const size_t rb = skv_row_bytes(type, cols), bs = skv_type_block_bytes(type);
-                    /* bytes after the fp16 scale(s): quant data (and Q4_K's packed scales) */
-                    const size_t hdr = type == SKV_Q4_1 || type == SKV_Q5_1 || type == SKV_Q4_K ? 4 : 2;
+                    /* every byte but the fp16 scale(s): quant data and the k-quants' sub-block
+                     * scales (Q6_K's d is its last 2 bytes, the others' first 2 or 4) */
+                    const size_t hdr = type == SKV_Q6_K ? 0 : type == SKV_Q4_1 || type == SKV_Q5_1 || type == SKV_Q4_K ? 4 : 2;
+                    const size_t end = type == SKV_Q6_K ? bs - 2 : bs;
                     uint8_t *wd = (uint8_t *)W.data, *xd = malloc(rb * rows);
                     if (wrand)
                         for (size_t b = 0; b < rb * rows / bs; b++)
-                            for (size_t k = hdr; k < bs; k++) wd[b * bs + k] = (uint8_t)(rand() & 0xff);
+                            for (size_t k = hdr; k < end; k++) wd[b * bs + k] = (uint8_t)(rand() & 0xff);
                     for (int64_t g = 0; g < rows / 8; g++) skv_x8_pack_group(type, wd + g * 8 * rb, xd + g * 8 * rb, cols);
                     const size_t ab = skv_vec_act_bytes(type, cols);
                     uint8_t *act = skv_aligned_alloc(4 * ab, "test");
@@ -270,7 +272,7 @@ static void test_x8_vnni_same_bits(void **state) {
  * activation rows a kernel call) is bit-equal to T = 1 of that activation row. */
 static void test_x8_rows(void **state) {
     (void)state;
-    const int xtypes[] = {SKV_Q4_K, SKV_Q8_0, SKV_Q4_0, SKV_Q4_1, SKV_Q5_0, SKV_Q5_1};
+    const int xtypes[] = {SKV_Q4_K, SKV_Q6_K, SKV_Q8_0, SKV_Q4_0, SKV_Q4_1, SKV_Q5_0, SKV_Q5_1};
     const int64_t colss[] = {256, 1024, 2304}, rows = 40;   /* also 8, 32 and 72 blocks of 32 */
     for (size_t ti = 0; ti < sizeof xtypes / sizeof xtypes[0]; ti++)
         for (int ci = 0; ci < 3; ci++) {
@@ -315,7 +317,7 @@ static void test_x8_rows(void **state) {
                     double ref = 0, mag = 0;
                     for (int64_t i = 0; i < cols; i++) {
                         double p;
-                        if (type == SKV_Q4_K) {
+                        if (type == SKV_Q4_K || type == SKV_Q6_K) {
                             const block_q8_K *b = (const block_q8_K *)act + i / 256;
                             p = (double)wr0[i] * b->d * b->qs[i % 256];
                         } else {

@@ -1,5 +1,5 @@
-/* vecdot_x8.c: the 8-row interleaved decode layout (Q4_K, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
- * and its GEMV kernels.
+/* vecdot_x8.c: the 8-row interleaved decode layout (Q4_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1) and its GEMV kernels.
  *
  * The stored layout keeps each row's blocks together, so a one-row kernel spends most of
  * its instructions on per-row work that does not scale with the bytes: unpacking each
@@ -32,6 +32,21 @@
  * the stored-layout kernels only by float rounding (one conversion per super-block and
  * row instead of eight lanes). One thread, the 8960 x 1536 matrix in cache: 22 -> 36 GB/s.
  *
+ * Q6_K (256 weights a block):
+ *   d[8]               the rows' fp16 scales                         16 bytes
+ *   sc[16][8]          (g, r): row r's int8 scale of group g          128 bytes
+ *   q[2][8][3][8][4]   (h, u, v, r): row r's 4 bytes at                1536 bytes
+ *                      v = 0: ql[64h + 4u ..]  (A), 1: ql[64h + 32 + 4u ..] (B), 2: qh[32h + 4u ..] (H)
+ * so the kernel reads each block front to back (with three interleaved streams of ql / qh
+ * the hardware prefetcher lost track: 16 GB/s streamed against 35 for the stored rows).
+ * The Q6_K kernel: per half h and u = 0..7, the vectors A, B and H give the 6-bit quants of
+ * weights 128h + 32k + 4u .. +3 for k = 0..3
+ * (A low / B low / A high / B high nibbles, with H's bit pairs 0-1 / 2-3 / 4-5 / 6-7 as bits
+ * 4-5), as the stored block's dequantiser reads them. Four u's make a group of 16 weights:
+ * their products with the activation (all 0..63 x 127: two maddubs sum in int16) add up to
+ * one int32 per row, times the row's group scale; the -32 offset is
+ * 32 * sum_g sc_g * bsums_g, one madd per pair of groups (as Q4_K's mins).
+ *
  * The 32-wide types (32 weights a block; fp16 d, fp16 m for Q4_1/Q5_1):
  *   Q8_0:  d[8]                          16 bytes, qs[8 t][8 r][4]: row r's qs[4t .. 4t+3]
  *   Q4_0/Q4_1/Q5_0/Q5_1: d[8] (m[8]) (qh'[4 t]) qs[4 t][8 r][4]: row r's qs[4t .. 4t+3],
@@ -61,8 +76,8 @@
 #include "vecdot_x8_kernels.h"
 
 int skv_x8_supported(int type, int64_t rows, int64_t cols) {
-    const bool t = type == SKV_Q4_K || type == SKV_Q8_0 || type == SKV_Q4_0 || type == SKV_Q4_1 ||
-                   type == SKV_Q5_0 || type == SKV_Q5_1;
+    const bool t = type == SKV_Q4_K || type == SKV_Q6_K || type == SKV_Q8_0 || type == SKV_Q4_0 ||
+                   type == SKV_Q4_1 || type == SKV_Q5_0 || type == SKV_Q5_1;
     return t && rows > 0 && rows % 8 == 0 && cols > 0 && cols % skv_type_block(type) == 0;
 }
 
@@ -85,6 +100,35 @@ static void q4k_from_x8(const block_q4_K_x8 *src, int r, block_q4_K *b) {
     for (int k = 0; k < 12; k++) b->scales[k] = src->sc[8 * k + r];
     for (int j = 0; j < 4; j++)
         for (int t = 0; t < 8; t++) memcpy(b->qs + 32 * j + 4 * t, src->qs + 256 * j + 32 * t + 4 * r, 4);
+}
+
+/* ---- Q6_K: 8 stored blocks <-> one x8 block ---- */
+
+static void q6k_to_x8(const block_q6_K *const src[8], block_q6_K_x8 *dst) {
+    for (int r = 0; r < 8; r++) {
+        const block_q6_K *b = src[r];
+        dst->d[r] = b->d;
+        for (int g = 0; g < 16; g++) dst->sc[8 * g + r] = b->scales[g];
+        for (int h = 0; h < 2; h++)
+            for (int u = 0; u < 8; u++) {
+                uint8_t *q = dst->q + 768 * h + 96 * u + 4 * r;
+                memcpy(q, b->ql + 64 * h + 4 * u, 4);
+                memcpy(q + 32, b->ql + 64 * h + 32 + 4 * u, 4);
+                memcpy(q + 64, b->qh + 32 * h + 4 * u, 4);
+            }
+    }
+}
+
+static void q6k_from_x8(const block_q6_K_x8 *src, int r, block_q6_K *b) {
+    b->d = src->d[r];
+    for (int g = 0; g < 16; g++) b->scales[g] = src->sc[8 * g + r];
+    for (int h = 0; h < 2; h++)
+        for (int u = 0; u < 8; u++) {
+            const uint8_t *q = src->q + 768 * h + 96 * u + 4 * r;
+            memcpy(b->ql + 64 * h + 4 * u, q, 4);
+            memcpy(b->ql + 64 * h + 32 + 4 * u, q + 32, 4);
+            memcpy(b->qh + 32 * h + 4 * u, q + 64, 4);
+        }
 }
 
 /* ---- the 32-wide types: 8 stored blocks <-> one x8 block ---- */
@@ -157,6 +201,7 @@ void skv_x8_pack_group(int type, const void *src, void *dst, int64_t cols) {
         const uint8_t *col[8];
         for (int r = 0; r < 8; r++) col[r] = rows + ((size_t)r * (size_t)nb + (size_t)i) * bs;
         if (type == SKV_Q4_K) q4k_to_x8((const block_q4_K *const *)(const void *)col, (block_q4_K_x8 *)(void *)(out + i * 8 * bs));
+        else if (type == SKV_Q6_K) q6k_to_x8((const block_q6_K *const *)(const void *)col, (block_q6_K_x8 *)(void *)(out + i * 8 * bs));
         else b32_to_x8(type, col, out + i * 8 * bs);
     }
 }
@@ -168,6 +213,7 @@ void skv_x8_row(int type, const void *group, int r, int64_t b0, int64_t nb, void
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *x = g + (size_t)(b0 + i) * 8 * bs;
         if (type == SKV_Q4_K) q4k_from_x8((const block_q4_K_x8 *)(const void *)x, r, (block_q4_K *)(void *)(out + i * bs));
+        else if (type == SKV_Q6_K) q6k_from_x8((const block_q6_K_x8 *)(const void *)x, r, (block_q6_K *)(void *)(out + i * bs));
         else b32_from_x8(type, x, r, out + i * bs);
     }
 }

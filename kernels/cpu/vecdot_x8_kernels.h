@@ -19,6 +19,12 @@ typedef struct {
     uint8_t qs[4 * 8 * 8 * 4];
 } block_q4_K_x8;
 _Static_assert(sizeof(block_q4_K_x8) == 8 * sizeof(block_q4_K), "x8 block is 8 stored blocks");
+typedef struct {
+    uint16_t d[8];
+    int8_t sc[16 * 8];
+    uint8_t q[2 * 8 * 3 * 8 * 4];
+} block_q6_K_x8;
+_Static_assert(sizeof(block_q6_K_x8) == 8 * sizeof(block_q6_K), "x8 block is 8 stored blocks");
 
 /* ---- Q4_K ---- */
 
@@ -109,6 +115,91 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b,
         }
     }
     for (int a = 0; a < nt; a++) _mm256_storeu_ps(out + 8 * a, _mm256_sub_ps(acc[a], accm[a]));
+}
+
+/* ---- Q6_K ---- */
+
+/* 8 rows (one group, n columns) . nt Q8_K activation rows -> out[8a .. 8a+7], as
+ * dot8n_q4_K. Per (h, k, j): the 16 weights 128h + 32k + 16j .. +15 (group 8h + 2k + j) are
+ * the 4 vectors u = 4j .. 4j + 3 of quants k; AVX2 sums each pair of maddubs in int16
+ * (2 x 2 x 63 x 127 = 32004 < 32767) and madds the two pairs, VNNI dpbusds the four: the
+ * same int32 group sums, times the rows' group scales. */
+X8_INLINE void dot8n_q6_K(int nt, int64_t n, const block_q6_K_x8 *b, const uint8_t *xa, size_t xstride, float *out) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), ones16 = _mm256_set1_epi16(1);
+    (void)ones16;
+    __m256 acc[SKV_DOTN_MAX];
+    for (int a = 0; a < nt; a++) acc[a] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++, b++) {
+        const block_q8_K *y[SKV_DOTN_MAX];
+        for (int a = 0; a < nt; a++) y[a] = (const block_q8_K *)(const void *)(xa + a * xstride) + i;
+        __m256i sumi[SKV_DOTN_MAX];
+        for (int a = 0; a < nt; a++) sumi[a] = _mm256_setzero_si256();
+        #pragma GCC unroll 1
+        for (int h = 0; h < 2; h++) {
+            #pragma GCC unroll 2
+            for (int j = 0; j < 2; j++) {
+                __m256i g[SKV_DOTN_MAX][4];   /* [a][k]: int32 sums of group 8h + 2k + j */
+#if !X8_VNNI
+                __m256i p[SKV_DOTN_MAX][4];   /* int16: one pair of u's */
+#endif
+                #pragma GCC unroll 4
+                for (int uu = 0; uu < 4; uu++) {
+                    const int u = 4 * j + uu;
+                    const uint8_t *qv = b->q + 768 * h + 96 * u;
+                    const __m256i A = _mm256_loadu_si256((const __m256i *)qv);
+                    const __m256i B = _mm256_loadu_si256((const __m256i *)(qv + 32));
+                    const __m256i H = _mm256_loadu_si256((const __m256i *)(qv + 64));
+                    __m256i q[4];
+                    q[0] = _mm256_or_si256(_mm256_and_si256(A, low4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+                    q[1] = _mm256_or_si256(_mm256_and_si256(B, low4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+                    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), low4), _mm256_and_si256(H, m30));
+                    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), low4),
+                                           _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+                    for (int a = 0; a < nt; a++) {
+                        #pragma GCC unroll 4
+                        for (int k = 0; k < 4; k++) {
+                            int32_t yv;
+                            memcpy(&yv, y[a]->qs + 128 * h + 32 * k + 4 * u, 4);
+#if X8_VNNI
+                            const __m256i prev = uu == 0 ? _mm256_setzero_si256() : g[a][k];
+                            g[a][k] = _mm256_dpbusd_epi32(prev, q[k], _mm256_set1_epi32(yv));
+#else
+                            const __m256i m = _mm256_maddubs_epi16(q[k], _mm256_set1_epi32(yv));
+                            if (uu % 2 == 0) p[a][k] = m;
+                            else {
+                                const __m256i s = _mm256_madd_epi16(_mm256_add_epi16(p[a][k], m), ones16);
+                                g[a][k] = uu == 1 ? s : _mm256_add_epi32(g[a][k], s);
+                            }
+#endif
+                        }
+                    }
+                }
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->sc + 8 * (8 * h + 2 * k + j))));
+                    for (int a = 0; a < nt; a++) sumi[a] = _mm256_add_epi32(sumi[a], _mm256_mullo_epi32(g[a][k], sc));
+                }
+            }
+        }
+        /* the -32 offset: per pair of groups p, lanes (sc_2p, sc_2p+1) of each row times the
+         * activation's (bsums_2p, bsums_2p+1) */
+        __m256i sp[8];
+        #pragma GCC unroll 8
+        for (int q = 0; q < 8; q++)
+            sp[q] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(b->sc + 16 * q)),
+                                                           _mm_loadl_epi64((const __m128i *)(b->sc + 16 * q + 8))));
+        const __m256 dvr = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d));
+        for (int a = 0; a < nt; a++) {
+            const __m256i bsv = _mm256_loadu_si256((const __m256i *)y[a]->bsums);
+            __m256i off = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (int q = 0; q < 8; q++)
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(sp[q], _mm256_permutevar8x32_epi32(bsv, _mm256_set1_epi32(q))));
+            const __m256i tot = _mm256_sub_epi32(sumi[a], _mm256_slli_epi32(off, 5));
+            acc[a] = _mm256_fmadd_ps(_mm256_mul_ps(dvr, _mm256_set1_ps(y[a]->d)), _mm256_cvtepi32_ps(tot), acc[a]);
+        }
+    }
+    for (int a = 0; a < nt; a++) _mm256_storeu_ps(out + 8 * a, acc[a]);
 }
 
 /* ---- the 32-wide types ---- */
@@ -223,12 +314,14 @@ X8_INLINE void dot8n_q8_0(int nt, int64_t n, const uint8_t *w, const uint8_t *xa
         SKV_DISPATCH_NT(body)                                                                                \
     }
 #define B_Q4K(k) dot8n_q4_K(k, n, w, x, xstride, out)
+#define B_Q6K(k) dot8n_q6_K(k, n, w, x, xstride, out)
 #define B_Q80(k) dot8n_q8_0(k, n, w, x, xstride, out)
 #define B_Q40(k) dot8n_32(0, k, n, w, x, xstride, out)
 #define B_Q41(k) dot8n_32(1, k, n, w, x, xstride, out)
 #define B_Q50(k) dot8n_32(2, k, n, w, x, xstride, out)
 #define B_Q51(k) dot8n_32(3, k, n, w, x, xstride, out)
 DOT8N(dot8_q4_K, B_Q4K)
+DOT8N(dot8_q6_K, B_Q6K)
 DOT8N(dot8_q8_0, B_Q80)
 DOT8N(dot8_q4_0, B_Q40)
 DOT8N(dot8_q4_1, B_Q41)
@@ -238,6 +331,7 @@ DOT8N(dot8_q5_1, B_Q51)
 skv_vec_dot8n_fn X8_FOR(int type) {
     switch (type) {
     case SKV_Q4_K: return dot8_q4_K;
+    case SKV_Q6_K: return dot8_q6_K;
     case SKV_Q8_0: return dot8_q8_0;
     case SKV_Q4_0: return dot8_q4_0;
     case SKV_Q4_1: return dot8_q4_1;
