@@ -68,7 +68,11 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b,
             #pragma GCC unroll 8
             for (int t = 0; t < 8; t++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * t));
+#if X8_VNNI   /* high nibbles in place (16 x the quant, still a u8): one shift per sub-block, below */
+                const __m256i l = _mm256_and_si256(v, low4), h = _mm256_andnot_si256(low4, v);
+#else
                 const __m256i l = _mm256_and_si256(v, low4), h = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+#endif
                 for (int a = 0; a < nt; a++) {
                     int32_t ya, yb;
                     memcpy(&ya, y[a]->qs + 64 * j + 4 * t, 4);
@@ -82,7 +86,9 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b,
 #endif
                 }
             }
-#if !X8_VNNI
+#if X8_VNNI
+            for (int a = 0; a < nt; a++) hi[a] = _mm256_srai_epi32(hi[a], 4);   /* exact: a multiple of 16 */
+#else
             for (int a = 0; a < nt; a++) {
                 lo[a] = _mm256_madd_epi16(lo[a], ones16);
                 hi[a] = _mm256_madd_epi16(hi[a], ones16);
@@ -222,7 +228,8 @@ X8_INLINE void dot8n_32(int kind, int nt, int64_t n, const uint8_t *w,
         for (int t = 0; t < 4; t++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * t));
             lo[t] = _mm256_and_si256(v, low4);
-            hi[t] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            /* VNNI, Q4: high nibbles in place (16 x the quant), the sum shifted back once */
+            hi[t] = X8_VNNI && !q5 ? _mm256_andnot_si256(low4, v) : _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
             if (q5) {
                 long long hb;
                 memcpy(&hb, qh + 8 * t, 8);
@@ -246,7 +253,7 @@ X8_INLINE void dot8n_32(int kind, int nt, int64_t n, const uint8_t *w,
                 i0 = _mm256_dpbusd_epi32(i0, lo[t], _mm256_set1_epi32(ya));
                 i1 = _mm256_dpbusd_epi32(i1, hi[t], _mm256_set1_epi32(yb));
             }
-            isum = _mm256_add_epi32(i0, i1);
+            isum = _mm256_add_epi32(i0, q5 ? i1 : _mm256_srai_epi32(i1, 4));   /* exact: a multiple of 16 */
 #else
             __m256i p[4];
             #pragma GCC unroll 4
