@@ -99,6 +99,7 @@ static void test_decode(void **state) {
         /* the grouped split-key decode: several 128-key chunks, partial chunks and tiles */
         check_case(1, 9, 3, 64, 1000, f16);     /* SmolLM2 heads */
         check_case(1, 14, 2, 64, 2100, f16);    /* Qwen2.5 0.5B heads */
+        check_case(1, 12, 2, 128, 700, f16);    /* Qwen2.5 1.5B heads (blocks 3 + 3; rows of 256 B or more: V touched) */
         check_case(1, 6, 2, 72, 260, f16);      /* d = 64 + 8 */
         check_case(1, 2, 1, 256, 130, f16);     /* largest d of that path */
         check_case(1, 4, 4, 32, 127, f16);      /* group 1, exactly one full chunk */
