@@ -68,10 +68,16 @@ static void check_case(int T, int H, int Hkv, int d, int pos0, bool f16) {
     skv_attention(f.out, f.q, f.k, f.v, &a);
     skv_attention_ref(f.out_ref, f.q, f.k, f.v, &ar);
     size_t nq = (size_t)T * H * d, ns = (size_t)H * a.S_cap;
+    /* float rounding (the kernel's and the float reference's) grows with the dot length d
+     * (the scores, |q|, |k| <= 2) and, for the outputs, with the S keys summed */
+    const float tol = 2e-5f * fmaxf(1.0f, (float)d / 64.0f) * fmaxf(1.0f, (float)(pos0 + T) / 512.0f);
     float e = maxdiff(f.out, f.out_ref, nq);
-    if (e > 2e-5f) fail_msg("out T=%d H=%d Hkv=%d d=%d pos0=%d f16=%d: max err %g", T, H, Hkv, d, pos0, f16, e);
-    assert_true(maxdiff(f.cs, f.cs_ref, ns) < 1e-5f);
-    assert_true(maxdiff(f.lr, f.lr_ref, ns) < 1e-5f);
+    if (e > tol) fail_msg("out T=%d H=%d Hkv=%d d=%d pos0=%d f16=%d: max err %g (tolerance %g)", T, H, Hkv, d, pos0, f16, e, tol);
+    const float ptol = 1e-5f * fmaxf(1.0f, (float)d / 64.0f);   /* probabilities: not summed over keys */
+    const float ecs = maxdiff(f.cs, f.cs_ref, ns), elr = maxdiff(f.lr, f.lr_ref, ns);
+    if (ecs >= ptol || elr >= ptol)
+        fail_msg("colsum / lastrow T=%d H=%d Hkv=%d d=%d pos0=%d f16=%d: max err %g / %g (tolerance %g)", T, H, Hkv, d,
+                 pos0, f16, ecs, elr, ptol);
     const int S = pos0 + T;
     for (int h = 0; h < H; h++) {
         double s = 0, c = 0;
@@ -84,7 +90,7 @@ static void check_case(int T, int H, int Hkv, int d, int pos0, bool f16) {
     skv_attn_args an = f.a;
     memset(f.out, 0, nq * 4);
     skv_attention(f.out, f.q, f.k, f.v, &an);
-    assert_true(maxdiff(f.out, f.out_ref, nq) < 2e-5f);
+    assert_true(maxdiff(f.out, f.out_ref, nq) <= tol);
     teardown_f(&f);
 }
 
