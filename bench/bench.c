@@ -35,6 +35,7 @@
  *   batched decode        skv_forward_batch of the LLM at batch 1, 4, 8 (plain states, full
  *                         synthetic cache of S tokens each): aggregate tokens/s.
  * Usage: bench [--threads N] [--models DIR] [--quick] [--pair-only] */
+#include "../kernels/cpu/cpu_caps.h"
 #include "../kernels/cpu/attention.h"
 #include "../kernels/cpu/compensate.h"
 #include "../runtime/forward.h"
@@ -319,7 +320,8 @@ int main(int argc, char **argv) {
     struct dirent **ents;
     int ne = scandir(dir, &ents, NULL, alphasort);
     if (ne < 0) { fprintf(stderr, "bench: %s: cannot list model directory\n", dir); return 1; }
-    printf("\nsmallkv CPU bench: %d threads, fp16 KV cache, read bandwidth %.2f GB/s\n\n", threads, bw / 1e9);
+    printf("\nsmallkv CPU bench: %d threads, fp16 KV cache, 8-row group kernels %s, read bandwidth %.2f GB/s\n\n",
+           threads, skv_cpu_vnni() ? "AVX-512 VNNI" : "AVX2", bw / 1e9);
     printf("| model | weights MB | prefill 512 tok/s | prefill GFLOP/s | decode@512 tok/s | MB/tok@512 | probe GB/s@512 | %% of bound@512 | decode@2048 tok/s | MB/tok@2048 | probe GB/s@2048 | %% of bound@2048 |\n");
     printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int rc = 0;

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "../tokenizer.h"
 #include "../util.h"
+#include "../../kernels/cpu/cpu_caps.h"
 #include "../../kernels/cpu/quant.h"
 #include <stdio.h>
 #include <string.h>
@@ -104,6 +105,7 @@ int cmd_info(int argc, char **argv) {
     printf("decode copies   %zu bytes (%s)%s\n", pk, b1,
            pk ? " made at load: the other Q4/Q5 matrices regrouped in block pairs" : "");
     printf("                (SKV_PACK=0: neither; SKV_MMAP=1: no groups, copies of every Q4/Q5 matrix)\n");
+    printf("group kernels   %s\n", skv_cpu_vnni() ? "AVX-512 VNNI (this CPU; SKV_CPU=avx2 for AVX2, same bits)" : "AVX2");
     size_t k16 = skv_model_kv_bytes_per_token(m, 2), k32 = skv_model_kv_bytes_per_token(m, 4);
     human(k16, b1, sizeof b1);
     human(k32, b2, sizeof b2);
