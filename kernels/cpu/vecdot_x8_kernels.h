@@ -32,8 +32,8 @@ _Static_assert(sizeof(block_q6_K_x8) == 8 * sizeof(block_q6_K), "x8 block is 8 s
  * -> out[8a .. 8a+7]. The weights are unpacked once for all nt rows; every activation row
  * goes through the same operations in the same order whatever nt, so the results do not
  * depend on how many rows share a call. nt is a literal at each call (1..SKV_DOTN_MAX). */
-X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b,
-                                                             const uint8_t *xa, size_t xstride, float *out) {
+X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8_t *xa, size_t xstride,
+                          float *out) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
     (void)ones16;
     const __m256i m63 = _mm256_set1_epi8(63), m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
@@ -212,8 +212,8 @@ X8_INLINE void dot8n_q6_K(int nt, int64_t n, const block_q6_K_x8 *b, const uint8
 
 /* 8 rows (one group, n columns) . nt skv_q8a activation rows -> out[8a .. 8a+7], as
  * dot8n_q4_K; kind: 0 Q4_0, 1 Q4_1, 2 Q5_0, 3 Q5_1; nt and kind literals at each call. */
-X8_INLINE void dot8n_32(int kind, int nt, int64_t n, const uint8_t *w,
-                                                           const uint8_t *xa, size_t xstride, float *out) {
+X8_INLINE void dot8n_32(int kind, int nt, int64_t n, const uint8_t *w, const uint8_t *xa, size_t xstride,
+                        float *out) {
     const int q5 = kind >= 2, hasm = kind == 1 || kind == 3;
     const size_t xqs = 16 + (hasm ? 16 : 0) + (q5 ? 32 : 0), bsz = xqs + 128;
     const __m256i low4 = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1), b4 = _mm256_set1_epi8(0x10);
@@ -280,8 +280,7 @@ X8_INLINE void dot8n_32(int kind, int nt, int64_t n, const uint8_t *w,
 
 /* Q8_0: signed weights, |w| . sign(y, w) per vector (a weight of -128 included), one madd
  * each (two products of 128 x 127 fill an int16) */
-X8_INLINE void dot8n_q8_0(int nt, int64_t n, const uint8_t *w, const uint8_t *xa,
-                                                             size_t xstride, float *out) {
+X8_INLINE void dot8n_q8_0(int nt, int64_t n, const uint8_t *w, const uint8_t *xa, size_t xstride, float *out) {
     const __m256i ones16 = _mm256_set1_epi16(1);
     (void)ones16;   /* VNNI: dpbusd adds the pairs itself */
     __m256 acc[SKV_DOTN_MAX];
