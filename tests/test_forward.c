@@ -506,7 +506,7 @@ static void test_tiny_llama_hf_vs_gguf(void **st) { (void)st; tiny_hf_vs_gguf(SK
 static void test_tiny_qwen2_hf_vs_gguf(void **st) { (void)st; tiny_hf_vs_gguf(SKV_ARCH_QWEN2); }
 
 /* The 8-row groups on a model (runtime/model_pack.c, kernels/cpu/vecdot_x8.c): a tiny Q4_K
- * qwen2 (dim 256, ffn 512, vocab 304; tied and untied LM head) loads with every layer matrix
+ * (and Q6_K) qwen2 (dim 256, ffn 512, vocab 304; tied and untied LM head) loads with every layer matrix
  * and the LM head regrouped in place. Against the same file loaded with SKV_LOAD_NO_PACK
  * (stored layout): the same weight fingerprint and stored rows; a 70-token prefill (the GEMM,
  * reading stored slices of the groups) gives the same logits bit for bit; 6 decode steps (the
@@ -515,18 +515,18 @@ static void test_tiny_qwen2_hf_vs_gguf(void **st) { (void)st; tiny_hf_vs_gguf(SK
  * ~1-2 % on this random model, whose stored-rows decode is itself 2-6 % from the reference
  * matmuls (so: relative L2 over the 6 steps below 3e-2; a wrong scale or row gives O(1)).
  * After skv_model_unpack the layout is the file's again and the decode is bit-equal. */
-static void x8_model_case(int tied) {
+static void x8_model_case(int tied, int type) {
     tiny_model *tm = tiny_model_new_dims(SKV_ARCH_QWEN2, 11, tied, SKV_F32, (tiny_dims){256, 512, 4, 2, 64, 304});
     assert_non_null(tm);
     char path[] = "/tmp/skv_x8_XXXXXX";
     const int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(tiny_model_write_gguf(tm, path, SKV_Q4_K), 0);
+    assert_int_equal(tiny_model_write_gguf(tm, path, type), 0);
     tiny_model_free(tm);
     skv_model *a = skv_model_load_ex(path, 0), *b = skv_model_load_ex(path, SKV_LOAD_NO_PACK);
     unlink(path);
-    if (!a || !b) fail_msg("tiny Q4_K model: %s", skv_last_error());
+    if (!a || !b) fail_msg("tiny %s model: %s", skv_type_name(type), skv_last_error());
     const bool resident = ((const gguf_file *)a->gguf)->resident;
     const skv_weight *xw[] = {&a->layers[0].wq, &a->layers[0].wk, &a->layers[1].w_down, &a->output};
     for (int i = 0; i < 4; i++) assert_int_equal(xw[i]->x8, resident);   /* SKV_MMAP=1: read-only, no groups */
@@ -572,8 +572,8 @@ static void x8_model_case(int tied) {
             if (pass == 1) assert_memory_equal(sa->logits, sb->logits, (size_t)V * sizeof(float));
         }
         if (pass == 0) {
-            printf("  tiny Q4_K %s: 8-row groups vs stored rows, decode logits rel L2 %.2e\n", tied ? "tied" : "untied",
-                   sqrt(num / den));
+            printf("  tiny %s %s: 8-row groups vs stored rows, decode logits rel L2 %.2e\n", skv_type_name(type),
+                   tied ? "tied" : "untied", sqrt(num / den));
             assert_true(sqrt(num / den) < 3e-2);
             skv_model_unpack(a);
             for (int i = 0; i < 4; i++) assert_int_equal(xw[i]->x8, 0);
@@ -589,8 +589,9 @@ static void x8_model_case(int tied) {
 }
 static void test_x8_model(void **st) {
     (void)st;
-    x8_model_case(0);
-    x8_model_case(1);
+    x8_model_case(0, SKV_Q4_K);
+    x8_model_case(1, SKV_Q4_K);
+    x8_model_case(1, SKV_Q6_K);   /* Qwen2.5-1.5B's LM head and half its ffn_down */
 }
 
 static double t_start;
