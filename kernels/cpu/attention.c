@@ -269,10 +269,10 @@ static inline __attribute__((always_inline)) void dec_pv(const void *V, bool f16
 static inline void dec_touch_rows(const void *C, size_t rb, int k0, int k1) {
     const uint8_t *base = (const uint8_t *)C + (size_t)k0 * rb;
     const size_t nb = (size_t)(k1 - k0) * rb;
-    uint32_t a0 = 0, a1 = 0;
-    for (size_t b = 0; b < nb; b += 128) {   /* rb is a multiple of 256 here */
+    uint32_t a0 = 0, a1 = 0;   /* two chains, so the loads do not wait on each other */
+    for (size_t b = 0; b < nb; b += 128) {
         a0 |= *(const volatile uint8_t *)(base + b);
-        a1 |= *(const volatile uint8_t *)(base + b + 64);
+        if (b + 64 < nb) a1 |= *(const volatile uint8_t *)(base + b + 64);   /* rb = 272, say: not past row k1 - 1 */
     }
     __asm__ volatile("" ::"r"(a0), "r"(a1));
 }
