@@ -72,7 +72,7 @@ skv_vec_dot4_fn skv_vec_dot4_packed_for(int type);
 
 /* The 8-row interleaved layout (vecdot_x8.c): rows in groups of 8, each group the same
  * bytes as its 8 stored rows at the same offset, so a matrix is repacked in place. Q4_K,
- * Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 (rows % 8 == 0, cols a multiple of the block). */
+ * Q6_K, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 (rows % 8 == 0, cols a multiple of the block). */
 int skv_x8_supported(int type, int64_t rows, int64_t cols);
 /* 8 stored rows (src, 8 * skv_row_bytes) -> one x8 group at dst (distinct buffers) */
 void skv_x8_pack_group(int type, const void *src, void *dst, int64_t cols);
