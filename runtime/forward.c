@@ -129,6 +129,14 @@ static void add_bias(float *y, const skv_weight *b, int T, int n) {
         for (int i = 0; i < n; i++) y[(size_t)t * n + i] += bb[i];
 }
 
+/* q (T, Q), k and v (T, KV) += the layer's q/k/v biases, when it has them (qwen2) */
+static void add_qkv_bias(float *q, float *k, float *v, const skv_layer *L, int T, int Q, int KV) {
+    if (!L->bq.data) return;
+    add_bias(q, &L->bq, T, Q);
+    add_bias(k, &L->bk, T, KV);
+    add_bias(v, &L->bv, T, KV);
+}
+
 /* x (n) += y (n) */
 static void add_into(float *x, const float *y, size_t n) {
     #pragma omp parallel for if (n > 65536) schedule(static)
@@ -254,11 +262,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
             if (opts->attn) {
                 #pragma omp single
                 {
-                    if (L->bq.data) {
-                        add_bias(s->q, &L->bq, 1, Q);
-                        add_bias(s->kx, &L->bk, 1, KV);
-                        add_bias(s->vx, &L->bv, 1, KV);
-                    }
+                    add_qkv_bias(s->q, s->kx, s->vx, L, 1, Q, KV);
                     skv_rope_apply(s->q, H, d, cs, sn, c->rope_mode);
                     skv_rope_apply(s->kx, Hkv, d, cs, sn, c->rope_mode);
                 }
@@ -277,11 +281,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
                 memcpy(qp, s->q, (size_t)Q * sizeof(float));
                 memcpy(kp, s->kx, (size_t)KV * sizeof(float));
                 memcpy(vp, s->vx, (size_t)KV * sizeof(float));
-                if (L->bq.data) {
-                    add_bias(qp, &L->bq, 1, Q);
-                    add_bias(kp, &L->bk, 1, KV);
-                    add_bias(vp, &L->bv, 1, KV);
-                }
+                add_qkv_bias(qp, kp, vp, L, 1, Q, KV);
                 skv_rope_apply(qp, H, d, cs, sn, c->rope_mode);
                 skv_rope_apply(kp, Hkv, d, cs, sn, c->rope_mode);
                 skv_attn_args a = {
@@ -350,11 +350,7 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
             const skv_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
             skv_matmul_multi(ys, ws, 3, s->xb, T);
         }
-        if (L->bq.data) {
-            add_bias(s->q, &L->bq, T, Q);
-            add_bias(s->kx, &L->bk, T, KV);
-            add_bias(s->vx, &L->bv, T, KV);
-        }
+        add_qkv_bias(s->q, s->kx, s->vx, L, T, Q, KV);
         skv_rope(s->q, s->pos, T, H, d, c->rope_theta, c->rope_mode);
         skv_rope(s->kx, s->pos, T, Hkv, d, c->rope_theta, c->rope_mode);
         if (opts->attn) {
@@ -454,11 +450,7 @@ int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n
             const skv_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
             skv_matmul_multi(ys, ws, 3, w->xb, n);
         }
-        if (L->bq.data) {
-            add_bias(w->q, &L->bq, n, Q);
-            add_bias(w->kx, &L->bk, n, KV);
-            add_bias(w->vx, &L->bv, n, KV);
-        }
+        add_qkv_bias(w->q, w->kx, w->vx, L, n, Q, KV);
         skv_rope(w->q, w->pos, n, H, d, c->rope_theta, c->rope_mode);   /* row i at pos[i] */
         skv_rope(w->kx, w->pos, n, Hkv, d, c->rope_theta, c->rope_mode);
         for (int i = 0; i < n; i++) {
