@@ -26,6 +26,17 @@ typedef struct {
 } block_q6_K_x8;
 _Static_assert(sizeof(block_q6_K_x8) == 8 * sizeof(block_q6_K), "x8 block is 8 stored blocks");
 
+/* sum over pairs q < np of madd(sp[q], pair q of bsv): each row lane's int16 pair (sub-block
+ * scale or min of sub-blocks 2q, 2q + 1) times the activation's int16 pair q of bsv (int32
+ * lane q), the k-quants' per-row offset terms */
+X8_INLINE __m256i x8_pair_dots(const __m256i *sp, int np, __m256i bsv) {
+    __m256i sum = _mm256_setzero_si256();
+    #pragma GCC unroll 8
+    for (int q = 0; q < np; q++)
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(sp[q], _mm256_permutevar8x32_epi32(bsv, _mm256_set1_epi32(q))));
+    return sum;
+}
+
 /* ---- Q4_K ---- */
 
 /* 8 rows (one group, n columns) . nt Q8_K activation rows (row a at xa + a*xstride bytes)
@@ -111,10 +122,7 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8
         for (int a = 0; a < nt; a++) {
             const __m256i bsv = _mm256_castsi128_si256(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[a]->bsums),
                                                                       _mm_loadu_si128((const __m128i *)(y[a]->bsums + 8))));
-            __m256i summ = _mm256_setzero_si256();
-            #pragma GCC unroll 4
-            for (int p = 0; p < 4; p++)
-                summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mp[p], _mm256_permutevar8x32_epi32(bsv, _mm256_set1_epi32(p))));
+            const __m256i summ = x8_pair_dots(mp, 4, bsv);
             const __m256 dy = _mm256_set1_ps(y[a]->d);
             acc[a] = _mm256_fmadd_ps(_mm256_mul_ps(dvr, dy), _mm256_cvtepi32_ps(sumi[a]), acc[a]);
             accm[a] = _mm256_fmadd_ps(_mm256_mul_ps(dmr, dy), _mm256_cvtepi32_ps(summ), accm[a]);
@@ -197,10 +205,7 @@ X8_INLINE void dot8n_q6_K(int nt, int64_t n, const block_q6_K_x8 *b, const uint8
         const __m256 dvr = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d));
         for (int a = 0; a < nt; a++) {
             const __m256i bsv = _mm256_loadu_si256((const __m256i *)y[a]->bsums);
-            __m256i off = _mm256_setzero_si256();
-            #pragma GCC unroll 8
-            for (int q = 0; q < 8; q++)
-                off = _mm256_add_epi32(off, _mm256_madd_epi16(sp[q], _mm256_permutevar8x32_epi32(bsv, _mm256_set1_epi32(q))));
+            const __m256i off = x8_pair_dots(sp, 8, bsv);
             const __m256i tot = _mm256_sub_epi32(sumi[a], _mm256_slli_epi32(off, 5));
             acc[a] = _mm256_fmadd_ps(_mm256_mul_ps(dvr, _mm256_set1_ps(y[a]->d)), _mm256_cvtepi32_ps(tot), acc[a]);
         }
