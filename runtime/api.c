@@ -6,6 +6,7 @@
 #include "fingerprint.h"
 #include "model.h"
 #include "profile.h"
+#include "sampling.h"
 #include "session.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -134,12 +135,6 @@ const char *smallkv_token_bytes(const smallkv_pair *p, int id, size_t *len) {
 int smallkv_is_stop(const smallkv_pair *p, int id) { return p->llm->tok && skv_tok_is_stop(p->llm->tok, id); }
 
 /* ------------------------------------------------------------------ sessions */
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
-}
 
 void smallkv_options_default(smallkv_options *o) {
     memset(o, 0, sizeof *o);
@@ -298,21 +293,7 @@ int smallkv_sample(smallkv_session *s, float temperature, unsigned long long *rn
     if (!s || !s->has_logits) return skv_error("smallkv_sample: no logits yet (prefill first)");
     const float *x = skv_session_logits(s->s);
     const int V = s->p->llm->cfg.vocab;
-    int tok = argmax(x, V);
-    if (temperature > 0 && rng) {
-        /* inverse CDF of softmax(x / T); xorshift64* for the uniform */
-        unsigned long long r = *rng ? *rng : 0x9E3779B97F4A7C15ULL;
-        r ^= r >> 12; r ^= r << 25; r ^= r >> 27;
-        *rng = r;
-        double u = ((r * 2685821657736338717ULL) >> 11) * (1.0 / 9007199254740992.0), sum = 0, acc = 0;
-        const float mx = x[tok];
-        for (int i = 0; i < V; i++) sum += exp((x[i] - mx) / temperature);
-        u *= sum;
-        for (int i = 0; i < V; i++) {
-            acc += exp((x[i] - mx) / temperature);
-            if (acc >= u) { tok = i; break; }
-        }
-    }
+    const int tok = skv_sample_logits(x, V, temperature, rng);
     if (s->ttft == 0) s->ttft = skv_now() - s->t_prefill0;
     return tok;
 }

@@ -1,6 +1,7 @@
 /* eval_metrics.c: per-step distribution comparison, its accumulation, and answer
  * extraction for the exact-match tasks (see eval_metrics.h). */
 #include "eval_metrics.h"
+#include "sampling.h"
 #include "util.h"
 #include <ctype.h>
 #include <math.h>
@@ -13,12 +14,6 @@ double skv_logsumexp(const float *x, int V) {
     double s = 0;
     for (int i = 0; i < V; i++) s += exp((double)x[i] - mx);
     return mx + log(s);
-}
-
-int skv_argmax(const float *x, int V) {
-    int b = 0;
-    for (int i = 1; i < V; i++) if (x[i] > x[b]) b = i;
-    return b;
 }
 
 void skv_compare_logits(const float *r, const float *q, int V, int target, skv_step_cmp *out) {

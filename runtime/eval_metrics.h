@@ -19,7 +19,6 @@ typedef struct {
 
 /* log(sum exp(x)) in double, stable. */
 double skv_logsumexp(const float *x, int V);
-int skv_argmax(const float *x, int V);
 void skv_compare_logits(const float *r, const float *q, int V, int target, skv_step_cmp *out);
 
 /* Accumulator over steps. */

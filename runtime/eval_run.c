@@ -1,6 +1,7 @@
 /* eval_run.c: policy specs, the lock-step teacher-forced fidelity runner and the greedy
  * generation runner of the evaluation harness (see eval_run.h). */
 #include "eval_run.h"
+#include "sampling.h"
 #include "tokenizer.h"
 #include "util.h"
 #include <stdio.h>

@@ -14,6 +14,7 @@
 #include "../forward_cuda.h"
 #include "../session_cuda.h"
 #include "../tokenizer.h"
+#include "../sampling.h"
 #include "../util.h"
 #include <math.h>
 #include <stdio.h>
@@ -38,27 +39,6 @@ static int prompt_ids(const skv_tokenizer *tok, const char *text, bool chat, con
     if (bos) ids[0] = skv_tok_bos(tok);
     *out = ids;
     return n + bos;
-}
-
-/* smallkv_sample's rule (api.c): argmax, or for temperature > 0 the inverse CDF of
- * softmax(x / T) with a xorshift64* uniform. */
-static int sample(const float *x, int V, float temperature, unsigned long long *rng) {
-    int tok = 0;
-    for (int i = 1; i < V; i++) if (x[i] > x[tok]) tok = i;
-    if (temperature > 0 && rng) {
-        unsigned long long r = *rng ? *rng : 0x9E3779B97F4A7C15ULL;
-        r ^= r >> 12; r ^= r << 25; r ^= r >> 27;
-        *rng = r;
-        double u = ((r * 2685821657736338717ULL) >> 11) * (1.0 / 9007199254740992.0), sum = 0, acc = 0;
-        const float mx = x[tok];
-        for (int i = 0; i < V; i++) sum += exp((x[i] - mx) / temperature);
-        u *= sum;
-        for (int i = 0; i < V; i++) {
-            acc += exp((x[i] - mx) / temperature);
-            if (acc >= u) { tok = i; break; }
-        }
-    }
-    return tok;
 }
 
 /* Prefill n ids in blocks of s->T_max; logits of the last token land in s->logits. */
@@ -108,7 +88,7 @@ int cli_generate_cuda(const cli_gen_cuda *a) {
         double t1 = skv_now();
         int steps = 0;
         for (int produced = 0; produced < a->n_gen; produced++) {
-            int next = sample(s->logits, V, a->temp, &rng);
+            int next = skv_sample_logits(s->logits, V, a->temp, &rng);
             if (skv_tok_is_stop(m->tok, next)) break;
             size_t len = 0;
             const char *b = skv_token_bytes(m->tok, next, &len);
