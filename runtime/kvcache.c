@@ -168,6 +168,27 @@ skv_kvcache *skv_kvcache_clone(skv_kvcache *c) {
 
 /* ---------------------------------------------------------------- cold tier */
 
+/* New per-layer K and V tables of the cold tier, `bytes` each; -1 (nothing kept) when out
+ * of memory. */
+static int cold_tables(int L, size_t bytes, void ***k, void ***v) {
+    void **nk = skv_calloc(L, sizeof(void *), "cold tier table");
+    void **nv = skv_calloc(L, sizeof(void *), "cold tier table");
+    bool ok = nk && nv;
+    for (int l = 0; ok && l < L; l++) {
+        nk[l] = skv_aligned_alloc(bytes, "cold tier (K)");
+        nv[l] = skv_aligned_alloc(bytes, "cold tier (V)");
+        ok = nk[l] && nv[l];
+    }
+    if (!ok) {
+        for (int l = 0; nk && nv && l < L; l++) { free(nk[l]); free(nv[l]); }
+        free(nk); free(nv);
+        return -1;
+    }
+    *k = nk;
+    *v = nv;
+    return 0;
+}
+
 int skv_kvcache_cold_reserve(skv_kvcache *c, int n) {
     if (n < 0) return skv_error("skv_kvcache_cold_reserve: negative size %d", n);
     if (n > c->n_tok) { /* nothing: n_tok grows with the writes */ }
@@ -178,19 +199,9 @@ int skv_kvcache_cold_reserve(skv_kvcache *c, int n) {
     size_t row = (size_t)c->d * c->esz, bytes;
     if (!skv_mul_ok((size_t)c->Hkv * (size_t)cap, row, &bytes))
         return skv_error("skv_kvcache_cold_reserve: %d tokens overflow", n);
-    void **nk = skv_calloc(c->L, sizeof(void *), "cold tier table");
-    void **nv = skv_calloc(c->L, sizeof(void *), "cold tier table");
-    bool ok = nk && nv;
-    for (int l = 0; ok && l < c->L; l++) {
-        nk[l] = skv_aligned_alloc(bytes, "cold tier (K)");
-        nv[l] = skv_aligned_alloc(bytes, "cold tier (V)");
-        ok = nk[l] && nv[l];
-    }
-    if (!ok) {
-        for (int l = 0; nk && nv && l < c->L; l++) { free(nk[l]); free(nv[l]); }
-        free(nk); free(nv);
+    void **nk, **nv;
+    if (cold_tables(c->L, bytes, &nk, &nv) != 0)
         return skv_error_prefix("skv_kvcache_cold_reserve (%d tokens)", n + c->cold_base);
-    }
     /* (Hkv, old_cap, d) -> (Hkv, cap, d) */
     const int own = c->cold_n - c->cold_base;
     for (int l = 0; l < c->L; l++) {
@@ -224,19 +235,8 @@ int skv_kvcache_cold_flatten(skv_kvcache *c) {
     while (cap < n) cap *= 2;
     size_t bytes;
     if (!skv_mul_ok((size_t)Hkv * (size_t)cap, row, &bytes)) return skv_error("skv_kvcache_cold_flatten: size overflows");
-    void **nk = skv_calloc(c->L, sizeof(void *), "cold tier table");
-    void **nv = skv_calloc(c->L, sizeof(void *), "cold tier table");
-    bool ok = nk && nv;
-    for (int l = 0; ok && l < c->L; l++) {
-        nk[l] = skv_aligned_alloc(bytes, "cold tier (K)");
-        nv[l] = skv_aligned_alloc(bytes, "cold tier (V)");
-        ok = nk[l] && nv[l];
-    }
-    if (!ok) {
-        for (int l = 0; nk && nv && l < c->L; l++) { free(nk[l]); free(nv[l]); }
-        free(nk); free(nv);
-        return skv_error_prefix("skv_kvcache_cold_flatten (%d tokens)", n);
-    }
+    void **nk, **nv;
+    if (cold_tables(c->L, bytes, &nk, &nv) != 0) return skv_error_prefix("skv_kvcache_cold_flatten (%d tokens)", n);
     for (int l = 0; l < c->L; l++)
         for (int j = 0; j < Hkv; j++)
             for (int p = 0; p < n; p++) {
