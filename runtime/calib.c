@@ -243,6 +243,19 @@ int skv_calib_metric_index(const skv_calib *c, int m) {
     return -1;
 }
 
+/* The header array `field` of strictly ascending integer indices below `below` into out
+ * (room for all of them), *n of them; -1 with an error naming the file otherwise. */
+static int ascending_indices(const cJSON *arr, int below, int32_t *out, int64_t *n, const char *path, const char *field) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr) {
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+            e->valuedouble >= below || (*n && e->valuedouble <= out[*n - 1]))
+            return skv_error("%s: header field '%s' must be ascending indices below %d", path, field, below);
+        out[(*n)++] = (int32_t)e->valuedouble;
+    }
+    return 0;
+}
+
 static int reserve_windows(skv_calib *c, int64_t need) {
     if (need <= c->cap_windows) return 0;
     if (need > MAX_WINDOWS) return skv_error("calibration: more than %d windows", MAX_WINDOWS);
@@ -470,7 +483,7 @@ skv_calib *skv_calib_read(const char *path) {
     if (settings_valid(&c->set)) { skv_error_prefix("%s", path); goto fail; }
     if (skv_json_int(h, "tokens", 0, 1ll << 52, &v, path, NULL)) goto fail;
     c->tokens = v;
-    const cJSON *sh = skv_json_child(h, "shards", cJSON_Array, path, NULL), *e;
+    const cJSON *sh = skv_json_child(h, "shards", cJSON_Array, path, NULL);
     const cJSON *wl = skv_json_child(h, "windows", cJSON_Array, path, NULL);
     if (!sh || !wl) goto fail;
     int nsh = cJSON_GetArraySize(sh), nw = cJSON_GetArraySize(wl);
@@ -496,22 +509,11 @@ skv_calib *skv_calib_read(const char *path) {
     if (nw > c->set.windows_planned) { skv_error("%s: header field 'windows' has more entries than planned", path); goto fail; }
     c->shards = skv_malloc((size_t)nsh * sizeof(int32_t), "shards");
     if (!c->shards || reserve_windows(c, nw ? nw : 1)) goto fail;
-    cJSON_ArrayForEach(e, sh) {
-        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
-            e->valuedouble >= c->set.shard_count || (c->n_shards && e->valuedouble <= c->shards[c->n_shards - 1])) {
-            skv_error("%s: header field 'shards' must be ascending indices below %d", path, c->set.shard_count);
-            goto fail;
-        }
-        c->shards[c->n_shards++] = (int32_t)e->valuedouble;
-    }
-    cJSON_ArrayForEach(e, wl) {
-        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
-            e->valuedouble >= c->set.windows_planned || (c->n_windows && e->valuedouble <= c->windows[c->n_windows - 1])) {
-            skv_error("%s: header field 'windows' must be ascending indices below %d", path, c->set.windows_planned);
-            goto fail;
-        }
-        c->windows[c->n_windows++] = (int32_t)e->valuedouble;
-    }
+    int64_t ns = 0;
+    if (ascending_indices(sh, c->set.shard_count, c->shards, &ns, path, "shards") ||
+        ascending_indices(wl, c->set.windows_planned, c->windows, &c->n_windows, path, "windows"))
+        goto fail;
+    c->n_shards = (int)ns;
     size_t pairs = (size_t)c->n_llm * c->n_slm, row = (size_t)c->n_metrics * c->llm.n_layer;
     const skv_section *s1 = skv_secfile_get(f, SEC_SUMS, path), *s2 = skv_secfile_get(f, SEC_WSTA, path);
     if (!s1 || !s2) goto fail;
