@@ -99,6 +99,8 @@ $(BUILD)/bin/%: $(BUILD)/mapgen/%.o $(LIB)
 $(BUILD)/bin/%: $(BUILD)/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+# the read bandwidth probe both CPU benchmarks report against
+$(BUILD)/bin/bench $(BUILD)/bin/bench_kernels: $(BUILD)/bench/read_probe.o
 
 # examples/*.c: programs written against the public header include/smallkv.h only
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/bin/%,$(wildcard examples/*.c))

@@ -43,6 +43,7 @@
 #include "../runtime/profile.h"
 #include "../runtime/model.h"
 #include "../runtime/util.h"
+#include "read_probe.h"
 #include <dirent.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -51,50 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The buffer is huge-page memory like the weights and KV caches the decode reads
- * (runtime/hugemem.h), so the probe and the decode pay the same address translation. It is
- * made once and kept (the decode windows below probe again between runs). */
-#define PROBE_FLOATS ((size_t)1 << 28)   /* 256 Mi floats = 1 GiB */
-static float *probe_buf;
-
-/* GB/s of `passes` sums of the whole buffer, the best pass; 0 when out of memory */
-static double probe(int passes) {
-    const size_t n = PROBE_FLOATS;
-    if (!probe_buf) {
-        probe_buf = skv_huge_alloc(n * sizeof(float), "bandwidth buffer");
-        if (!probe_buf) return 0;
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) probe_buf[i] = (float)(i & 7);
-    }
-    const float *buf = probe_buf;
-    double best = 0;
-    volatile float sink = 0;
-    for (int r = 0; r < passes; r++) {
-        double t0 = skv_now();
-        float tot = 0;
-        #pragma omp parallel reduction(+ : tot)
-        {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            #pragma omp for schedule(static)
-            for (size_t i = 0; i < n; i += 32) {
-                a0 = _mm256_add_ps(a0, _mm256_load_ps(buf + i));
-                a1 = _mm256_add_ps(a1, _mm256_load_ps(buf + i + 8));
-                a2 = _mm256_add_ps(a2, _mm256_load_ps(buf + i + 16));
-                a3 = _mm256_add_ps(a3, _mm256_load_ps(buf + i + 24));
-            }
-            float v[8];
-            _mm256_storeu_ps(v, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-            for (int j = 0; j < 8; j++) tot += v[j];
-        }
-        double dt = skv_now() - t0;
-        sink += tot;
-        double bw = n * sizeof(float) / dt;
-        if (bw > best) best = bw;
-    }
-    (void)sink;
-    return best;
-}
-static double read_bandwidth(void) { return probe(3); }
+static double read_bandwidth(void) { return skv_read_probe(3); }
 
 static size_t wbytes(const skv_weight *w) {
     return w->data ? skv_row_bytes(w->type, w->cols) * (size_t)w->rows : 0;
@@ -133,7 +91,7 @@ static decode_result decode_speed(skv_state *s, int S, int min_steps, double ste
     skv_fwd_opts o = {.logits = SKV_LOGITS_LAST};
     s->n_past = S;
     if (skv_forward(s, &tok, 1, &o) != 0) return r;
-    double frac[5], steady[5], bw_prev = probe(2);
+    double frac[5], steady[5], bw_prev = skv_read_probe(2);
     int n_steady = 0;
     r.tps = 0;
     r.bw_lo = r.bw_hi = bw_prev;
@@ -147,7 +105,7 @@ static decode_result decode_speed(skv_state *s, int S, int min_steps, double ste
             steps++;
             dt = skv_now() - t0;
         }
-        const double tps = steps / dt, bw_next = probe(2), bw = 0.5 * (bw_prev + bw_next);
+        const double tps = steps / dt, bw_next = skv_read_probe(2), bw = 0.5 * (bw_prev + bw_next);
         if (bw_next < r.bw_lo) r.bw_lo = bw_next;
         if (bw_next > r.bw_hi) r.bw_hi = bw_next;
         if (tps > r.tps) r.tps = tps;

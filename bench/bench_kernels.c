@@ -24,6 +24,7 @@
 #include "../kernels/cpu/vecdot.h"
 #include "../kernels/cpu/attention.h"
 #include "../runtime/util.h"
+#include "read_probe.h"
 
 static uint64_t rng = 1234567;
 static float frand(void) {
@@ -32,37 +33,6 @@ static float frand(void) {
 }
 
 static volatile float sink;
-
-static double stream_read_gbs(void) {
-    size_t n = (size_t)256 << 20 >> 2;
-    float *a = skv_aligned_alloc(n * 4, "bench");
-    #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) a[i] = 1.0f;
-    double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        double t0 = skv_now();
-        float tot = 0;
-        #pragma omp parallel reduction(+ : tot)
-        {
-            __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-            #pragma omp for
-            for (size_t i = 0; i < n; i += 32) {
-                s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
-                s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
-                s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
-                s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
-            }
-            float b[8];
-            _mm256_storeu_ps(b, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-            for (int j = 0; j < 8; j++) tot += b[j];
-        }
-        double dt = skv_now() - t0;
-        sink += tot;
-        if (n * 4 / dt / 1e9 > best) best = n * 4 / dt / 1e9;
-    }
-    free(a);
-    return best;
-}
 
 static skv_weight make_weight(int type, int64_t rows, int64_t cols) {
     skv_weight W = { .type = type, .rows = rows, .cols = cols };
@@ -203,7 +173,7 @@ int main(int argc, char **argv) {
         gemv_hot = argc > 3 && strcmp(argv[3], "hot") == 0;
     }
     printf("threads: %d\n", omp_get_max_threads());
-    double bw = stream_read_gbs();
+    double bw = skv_read_probe(5) / 1e9;
     printf("streaming read bandwidth: %.1f GB/s\n", bw);
     bench_shape(SKV_Q5_0, 4864, 896, bw, 1);     /* qwen2.5-0.5b ffn gate/up */
     bench_shape(SKV_Q6_K, 896, 4864, bw, 1);     /* qwen2.5-0.5b ffn down */
