@@ -1,5 +1,5 @@
 /* bench_kernels.c: speed of the CPU kernels against the machine's limits.
- *   - streaming-read bandwidth (OpenMP, AVX2 loads over 256 MiB): the decode ceiling;
+ *   - streaming-read bandwidth (read_probe.h, the probe `make bench` uses): the decode ceiling;
  *   - decode GEMV (T = 1) per type and shape, cycling through enough copies of the matrix
  *     to defeat the caches: GB/s of weight bytes read, and % of the streaming bandwidth, on
  *     the stored rows, then (where the type has them) the pair-packed copies ("packed",
