@@ -36,14 +36,8 @@ static inline __attribute__((always_inline)) void dotn32(int kind, size_t bsz, i
     for (int t = 0; t < SKV_DOTN_MAX; t++) if (t < nt) { acc[t] = _mm256_setzero_ps(); accc[t] = _mm_setzero_ps(); }
     for (int64_t i = 0; i + 1 < nb; i += 2) {
         const uint8_t *b0 = w + (size_t)i * bsz, *b1 = b0 + bsz;
-        __m256i v = skv_load2x16(b0 + qoff, b1 + qoff);
-        __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        if (q5) {
-            __m256i hl, hh;
-            skv_highbits_pair(b0 + qoff - 4, b1 + qoff - 4, &hl, &hh);
-            lo = _mm256_or_si256(lo, hl);
-            hi = _mm256_or_si256(hi, hh);
-        }
+        __m256i lo, hi;
+        skv_quants_pair32(q5, b0, b1, qoff, &lo, &hi);
         __m128 sc = skv_half2_pair(b0, b1);
         if (!hasm) sc = _mm_moveldup_ps(sc);
         #pragma GCC unroll 8

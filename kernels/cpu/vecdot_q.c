@@ -160,7 +160,7 @@ void skv_q8a_regroup(const skv_q8a *y, int64_t n, skv_q8a_pair *pairs) {
  * += offset terms; acc/accc carry on from the previous chunk. */
 static inline __attribute__((always_inline)) void row32(int kind, size_t bsz, int64_t np, const uint8_t *w,
                                                         const skv_q8a_pair *a, __m256 *accp, __m128 *acccp) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1);
     const __m256i dup02 = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
     const int q5 = kind >= 2, hasm = kind == 1 || kind == 3;
     const size_t qoff = q5 ? (hasm ? 8 : 6) : (hasm ? 4 : 2);   /* offset of qs in the block */
@@ -168,14 +168,8 @@ static inline __attribute__((always_inline)) void row32(int kind, size_t bsz, in
     __m128 accc = *acccp;
     for (int64_t p = 0; p < np; p++) {
         const uint8_t *b0 = w + (size_t)(2 * p) * bsz, *b1 = b0 + bsz;
-        __m256i v = skv_load2x16(b0 + qoff, b1 + qoff);
-        __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        if (q5) {
-            __m256i hl, hh;
-            skv_highbits_pair(b0 + qoff - 4, b1 + qoff - 4, &hl, &hh);
-            lo = _mm256_or_si256(lo, hl);
-            hi = _mm256_or_si256(hi, hh);
-        }
+        __m256i lo, hi;
+        skv_quants_pair32(q5, b0, b1, qoff, &lo, &hi);
         __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)a[p].ya)),
                                        _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)a[p].yb)));
         __m256 pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));

@@ -59,6 +59,23 @@ static inline void skv_highbits_pair(const uint8_t *qh0, const uint8_t *qh1, __m
     *hi = _mm256_min_epu8(_mm256_and_si256(_mm256_shuffle_epi8(v, shhi), bits), b4);
 }
 
+/* The quants of two consecutive 32-wide blocks b0, b1 (qs at byte qoff; for Q5 kinds the
+ * fifth bits at qoff - 4): lo = weights 0..15 of each block (lane 0 = b0, lane 1 = b1),
+ * hi = weights 16..31, unsigned (0..15, or 0..31 with q5). */
+static inline __attribute__((always_inline)) void skv_quants_pair32(int q5, const uint8_t *b0, const uint8_t *b1,
+                                                                    size_t qoff, __m256i *lo, __m256i *hi) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i v = skv_load2x16(b0 + qoff, b1 + qoff);
+    *lo = _mm256_and_si256(v, low4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    if (q5) {
+        __m256i hl, hh;
+        skv_highbits_pair(b0 + qoff - 4, b1 + qoff - 4, &hl, &hh);
+        *lo = _mm256_or_si256(*lo, hl);
+        *hi = _mm256_or_si256(*hi, hh);
+    }
+}
+
 /* ---- the 4-row / 4-activation kernels' final reduction ---- */
 
 /* (hsum a0, hsum a1, hsum a2, hsum a3) */
