@@ -212,19 +212,11 @@ static size_t dec_prow(size_t n) { return (n + 8 + 15) & ~(size_t)15; }
 static size_t dec_ps(int d) { return ((size_t)d + 2 + 15) & ~(size_t)15; }
 static size_t dec_ws_floats(int H, int d, size_t n) { return (size_t)H * dec_prow(n) + (size_t)H * dec_nch(n) * dec_ps(d); }
 
-/* prefetch n rows of the cache C (d values each) from row k, into L2 (T1): prefetching into
- * L1 (T0) is slower from memory (likely: each such prefetch holds one of the core's few L1
- * miss buffers until its line arrives, and the loads of the rows in use wait behind them);
- * with T1 the K/V stream from memory runs
- * 5-15 % faster (2 threads, 40-90 layers of cache: SmolLM2 shapes at 712 keys 23.6 -> 21.4
- * us a layer, at 2048 keys 52.3 -> 49.6; Qwen2.5-1.5B shapes at 2048 keys 136 -> 116) and
- * the same from cache. No prefetch at all: 25.0 at 712 keys. In the model, whose attention
- * shares the memory with the GEMVs, `make bench-ab` in the VM's slow state measured
- * 0.985-1.006 (no loss). */
+/* prefetch n rows of the cache C (d values each) from row k */
 static inline void dec_prefetch(const void *C, bool f16, int d, int k, int n) {
     const size_t rb = (size_t)d * (f16 ? 2 : 4);
     const char *p = (const char *)C + (size_t)k * rb;
-    for (size_t b = 0; b < (size_t)n * rb; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
+    for (size_t b = 0; b < (size_t)n * rb; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
 }
 
 /* Scores of keys k .. k+3 (inside a complete 8-key group) for nb (<= 3) query heads q
