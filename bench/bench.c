@@ -39,13 +39,11 @@
 #include "../kernels/cpu/attention.h"
 #include "../kernels/cpu/compensate.h"
 #include "../runtime/forward.h"
-#include "../runtime/hugemem.h"
 #include "../runtime/profile.h"
 #include "../runtime/model.h"
 #include "../runtime/util.h"
 #include "read_probe.h"
 #include <dirent.h>
-#include <immintrin.h>
 #include <omp.h>
 #include <math.h>
 #include <stdio.h>

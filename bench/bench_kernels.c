@@ -14,7 +14,6 @@
  *      single-thread kernel throughput to compare two builds side by side;
  *      `--gemv reps hot`: one copy of each matrix (cache-resident), the instruction-bound rate.
  *      SKV_CPU=avx2 pins the AVX2 kernels where the CPU would use AVX-512 VNNI ones. */
-#include <immintrin.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +30,6 @@ static float frand(void) {
     rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
     return (float)((rng >> 40) * (1.0 / 8388608.0)) * 2.0f - 1.0f;
 }
-
-static volatile float sink;
 
 static skv_weight make_weight(int type, int64_t rows, int64_t cols) {
     skv_weight W = { .type = type, .rows = rows, .cols = cols };

@@ -10,7 +10,6 @@
 #include "session.h"
 #include "tokenizer.h"
 #include "util.h"
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

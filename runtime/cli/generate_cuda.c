@@ -16,7 +16,6 @@
 #include "../tokenizer.h"
 #include "../sampling.h"
 #include "../util.h"
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
