@@ -180,24 +180,28 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
  * H * nch partials of dec_ps(d) (m, l, o[d], padding).
  * History: attn_row converts every fp16 row once per query head (~8 GB/s of KV on two
  * cores); stop 11 converted each 16-key tile into an fp32 buffer shared by all heads; its
- * stores and reloads then cost as much as the arithmetic, and converting in registers with
- * rows prefetched DEC_PF_KEYS ahead runs the SmolLM2 shapes 1.25x and the Qwen2.5-0.5B
- * shapes 1.3x faster (cold cache, 2 threads, docs/performance.md), with the same bits:
- * every score and output element gets the same FMA chain and the same reduction.
+ * stores and reloads then cost as much as the arithmetic, and converting in registers
+ * runs the SmolLM2 shapes 1.25x and the Qwen2.5-0.5B shapes 1.3x faster (cold cache, 2
+ * threads, docs/performance.md), with the same bits: every score and output element gets
+ * the same FMA chain and the same reduction.
+ * No software prefetch: from commit 4bc42be a helper here prefetched the rows 48 keys
+ * ahead, but GCC 12 (-O2, IPA mod/ref) found the helper free of side effects and deleted
+ * every call, so that code never ran; made to run (prefetcht0 or prefetcht1), the model
+ * decoded slower (make bench-ab, stop 18: SmolLM2 1.04 / 1.09 at 512 / 2048 tokens with T0,
+ * 1.01 / 1.05 with T1). The hardware prefetcher follows the passes below on its own.
  * Runs: each thread takes a contiguous share of the units (as a static `omp for` would) and
  * does consecutive chunks of one KV head, up to DEC_RUN_BYTES of K, as one run: the scores of
  * all the run's chunks (one long pass over K), then their softmax parts, then their V sums
  * (one long pass over V). Every chunk's arithmetic is the one above, so the bits do not
  * change; what changes is that the cache is read in streams of up to 128 KiB instead of
  * alternating between K and V every 128 rows. Each switch cost ~0.4 us (the
- * hardware prefetcher starting a stream again; software prefetch did not help): SmolLM2
+ * hardware prefetcher starting a stream again): SmolLM2
  * shapes at 2048 keys from memory, one thread, 14.8 -> ~19.5 GB/s (docs/performance.md). */
 #define DEC_CHUNK 128
 #define DEC_RUN_BYTES ((size_t)128 << 10)   /* K (or V) bytes of one run: stays in L2 for the next head block */
 #define DEC_TILE 16
 #define DEC_DMAX 256
 #define DEC_GMAX 64       /* query heads per KV head */
-#define DEC_PF_KEYS 48    /* rows prefetched ahead of the one in use */
 
 static bool dec_applies(const skv_attn_args *a) {
     return a->T == 1 && a->d % 8 == 0 && a->d <= DEC_DMAX && a->H / a->Hkv <= DEC_GMAX;
@@ -212,13 +216,6 @@ static size_t dec_prow(size_t n) { return (n + 8 + 15) & ~(size_t)15; }
 static size_t dec_ps(int d) { return ((size_t)d + 2 + 15) & ~(size_t)15; }
 static size_t dec_ws_floats(int H, int d, size_t n) { return (size_t)H * dec_prow(n) + (size_t)H * dec_nch(n) * dec_ps(d); }
 
-/* prefetch n rows of the cache C (d values each) from row k */
-static inline void dec_prefetch(const void *C, bool f16, int d, int k, int n) {
-    const size_t rb = (size_t)d * (f16 ? 2 : 4);
-    const char *p = (const char *)C + (size_t)k * rb;
-    for (size_t b = 0; b < (size_t)n * rb; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
-}
-
 /* Scores of keys k .. k+3 (inside a complete 8-key group) for nb (<= 3) query heads q
  * (nb, d): per key the lane-wise FMA chain over d and the reduction tree of skv_dot8_keys
  * ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)), times scale, into p[g][k..k+3]. */
@@ -227,7 +224,6 @@ static inline __attribute__((always_inline)) void dec_scores4(const float *q, co
     __m256 acc[3][4];
     _Pragma("GCC unroll 3") for (int g = 0; g < nb; g++)
         _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[g][j] = _mm256_setzero_ps();
-    dec_prefetch(K, f16, d, k + DEC_PF_KEYS, 4);
     for (int i = 0; i < d; i += 8) {
         _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
             const __m256 kv = skv_load8(K, f16, (size_t)(k + j) * d + i);
@@ -265,7 +261,7 @@ static inline __attribute__((always_inline)) void dec_pv(const void *V, bool f16
  * each pass takes every 4th line and the hardware prefetcher, which follows demand misses,
  * never sees a stream: the passes waited on DRAM (a 2048-key layer of Qwen2.5-1.5B, one
  * thread, K/V from memory: 268 us against 150 from cache). Touching the tile's lines in
- * order first brings that to ~205 us (the software prefetch 48 rows ahead did not help). */
+ * order first brings that to ~205 us. */
 static inline void dec_touch_rows(const void *C, size_t rb, int k0, int k1) {
     const uint8_t *base = (const uint8_t *)C + (size_t)k0 * rb;
     const size_t nb = (size_t)(k1 - k0) * rb;
@@ -286,7 +282,6 @@ static inline __attribute__((always_inline)) void dec_pv_chunk(const void *V, bo
     const size_t rb = (size_t)d * (f16 ? 2 : 4);
     for (int kt = k0; kt < k1; kt += DEC_TILE) {
         const int ke = k1 - kt < DEC_TILE ? k1 : kt + DEC_TILE;
-        dec_prefetch(V, f16, d, kt + DEC_PF_KEYS, ke - kt);
         if (touch && rb >= 256) dec_touch_rows(V, rb, kt, ke);
         int i0 = 0;
         for (; i0 + 32 <= d; i0 += 32) dec_pv(V, f16, d, nb, 4, i0, kt, ke, p, o);
