@@ -184,11 +184,12 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
  * runs the SmolLM2 shapes 1.25x and the Qwen2.5-0.5B shapes 1.3x faster (cold cache, 2
  * threads, docs/performance.md), with the same bits: every score and output element gets
  * the same FMA chain and the same reduction.
- * No software prefetch: from commit 4bc42be a helper here prefetched the rows 48 keys
- * ahead, but GCC 12 (-O2, IPA mod/ref) found the helper free of side effects and deleted
- * every call, so that code never ran; made to run (prefetcht0 or prefetcht1), the model
- * decoded slower (make bench-ab, stop 18: SmolLM2 1.04 / 1.09 at 512 / 2048 tokens with T0,
- * 1.01 / 1.05 with T1). The hardware prefetcher follows the passes below on its own.
+ * Prefetch: the score and V passes prefetch the rows DEC_PF_KEYS ahead into L2
+ * (prefetcht1). From commit 4bc42be to stop 17 a helper prefetched into L1 (T0), but it was
+ * an ordinary static function and GCC 12 (-O2, IPA mod/ref) found it free of side effects and
+ * deleted every call, so no prefetch ever ran; dec_prefetch is now always_inline (inlined
+ * before that analysis). Measured in stop 18 (docs/performance.md): T0 made SmolLM2 decode
+ * slower (1.04 / 1.09 at 512 / 2048 tokens), T1 2-4 % faster in the VM's fast-memory state.
  * Runs: each thread takes a contiguous share of the units (as a static `omp for` would) and
  * does consecutive chunks of one KV head, up to DEC_RUN_BYTES of K, as one run: the scores of
  * all the run's chunks (one long pass over K), then their softmax parts, then their V sums
@@ -202,6 +203,7 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
 #define DEC_TILE 16
 #define DEC_DMAX 256
 #define DEC_GMAX 64       /* query heads per KV head */
+#define DEC_PF_KEYS 48    /* rows prefetched ahead of the one in use */
 
 static bool dec_applies(const skv_attn_args *a) {
     return a->T == 1 && a->d % 8 == 0 && a->d <= DEC_DMAX && a->H / a->Hkv <= DEC_GMAX;
@@ -216,6 +218,14 @@ static size_t dec_prow(size_t n) { return (n + 8 + 15) & ~(size_t)15; }
 static size_t dec_ps(int d) { return ((size_t)d + 2 + 15) & ~(size_t)15; }
 static size_t dec_ws_floats(int H, int d, size_t n) { return (size_t)H * dec_prow(n) + (size_t)H * dec_nch(n) * dec_ps(d); }
 
+/* Prefetch n rows of the cache C (d values each) from row k into L2. always_inline: as an
+ * ordinary function GCC deletes its calls (see the top comment). */
+static inline __attribute__((always_inline)) void dec_prefetch(const void *C, bool f16, int d, int k, int n) {
+    const size_t rb = (size_t)d * (f16 ? 2 : 4);
+    const char *p = (const char *)C + (size_t)k * rb;
+    for (size_t b = 0; b < (size_t)n * rb; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
+}
+
 /* Scores of keys k .. k+3 (inside a complete 8-key group) for nb (<= 3) query heads q
  * (nb, d): per key the lane-wise FMA chain over d and the reduction tree of skv_dot8_keys
  * ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)), times scale, into p[g][k..k+3]. */
@@ -224,6 +234,7 @@ static inline __attribute__((always_inline)) void dec_scores4(const float *q, co
     __m256 acc[3][4];
     _Pragma("GCC unroll 3") for (int g = 0; g < nb; g++)
         _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[g][j] = _mm256_setzero_ps();
+    dec_prefetch(K, f16, d, k + DEC_PF_KEYS, 4);
     for (int i = 0; i < d; i += 8) {
         _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
             const __m256 kv = skv_load8(K, f16, (size_t)(k + j) * d + i);
@@ -282,6 +293,7 @@ static inline __attribute__((always_inline)) void dec_pv_chunk(const void *V, bo
     const size_t rb = (size_t)d * (f16 ? 2 : 4);
     for (int kt = k0; kt < k1; kt += DEC_TILE) {
         const int ke = k1 - kt < DEC_TILE ? k1 : kt + DEC_TILE;
+        dec_prefetch(V, f16, d, kt + DEC_PF_KEYS, ke - kt);
         if (touch && rb >= 256) dec_touch_rows(V, rb, kt, ke);
         int i0 = 0;
         for (; i0 + 32 <= d; i0 += 32) dec_pv(V, f16, d, nb, 4, i0, kt, ke, p, o);
