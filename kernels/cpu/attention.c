@@ -189,7 +189,8 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
  * an ordinary static function and GCC 12 (-O2, IPA mod/ref) found it free of side effects and
  * deleted every call, so no prefetch ever ran; dec_prefetch is now always_inline (inlined
  * before that analysis). Measured in stop 18 (docs/performance.md): T0 made SmolLM2 decode
- * slower (1.04 / 1.09 at 512 / 2048 tokens), T1 2-4 % faster in the VM's fast-memory state.
+ * slower (1.04 / 1.09 at 512 / 2048 tokens), T1 4-6 % faster in the VM's fast-memory state
+ * (make bench-ab 0.958 / 0.944; the Qwen pair unchanged).
  * Runs: each thread takes a contiguous share of the units (as a static `omp for` would) and
  * does consecutive chunks of one KV head, up to DEC_RUN_BYTES of K, as one run: the scores of
  * all the run's chunks (one long pass over K), then their softmax parts, then their V sums
