@@ -187,12 +187,13 @@ static void test_decode_runs(void **state) {
 /* skv_attn_args.knew / vnew: the team call stores the new key / value row pos0 itself (on
  * the thread whose share reads it) and gives the bits of a call on a cache that already
  * holds the row; the cache row equals skv_kv_store's. Decode shapes (chunked path, teams of
- * 1, 2, 3, 5: the row's owner changes) and a head size off that path (d = 12: every thread
- * runs the general tasks, one stores the rows first). */
+ * 1, 2, 3, 5: the row's owner changes; 513 keys: each KV head's last chunk holds one key, so
+ * the key-weighted split of the units moves) and a head size off that path (d = 12: every
+ * thread runs the general tasks, one stores the rows first). */
 static void test_decode_new_row(void **state) {
     (void)state;
-    const int shapes[3][4] = {{14, 2, 64, 2500}, {9, 3, 64, 300}, {4, 2, 12, 40}};
-    for (int s = 0; s < 3; s++)
+    const int shapes[4][4] = {{14, 2, 64, 2500}, {9, 3, 64, 300}, {9, 3, 64, 512}, {4, 2, 12, 40}};
+    for (int s = 0; s < 4; s++)
         for (int f16 = 1; f16 >= 0; f16--) {
             const int H = shapes[s][0], Hkv = shapes[s][1], d = shapes[s][2], pos0 = shapes[s][3];
             fixture f;

@@ -412,22 +412,38 @@ static void dec_merge(float *o, const float *p, const float *part, size_t nch, i
     }
 }
 
+/* The first unit of thread t's share of the Hkv x nch decode units (KV head major) of n keys:
+ * the unit boundary nearest to t/nth of all the keys, so that shares are even in keys, not in
+ * units (each KV head's last chunk can be short: at n = 513, SmolLM2's 3 x 5 units split 8 / 7
+ * gave one thread 897 keys and the other 642; by keys it is 769 / 770). Which thread runs a
+ * unit does not change its arithmetic, so the results do not depend on this split. */
+static int64_t dec_share_begin(int64_t t, int64_t nth, int Hkv, size_t nch, int n) {
+    const int64_t total = (int64_t)Hkv * n, units = (int64_t)Hkv * (int64_t)nch;
+    if (t <= 0) return 0;
+    if (t >= nth) return units;
+    const int64_t want = total * t;               /* the boundary's keys x nth, ideally */
+    const int64_t T = want / nth, h = T / n;      /* the KV head the ideal boundary falls in */
+    if (h >= Hkv) return units;
+    const int64_t c = (T - h * n) / DEC_CHUNK;    /* < nch */
+    const int64_t b0 = h * n + c * DEC_CHUNK, b1 = h * n + ((c + 1) * DEC_CHUNK < n ? (c + 1) * DEC_CHUNK : n);
+    const int64_t u0 = h * (int64_t)nch + c;      /* starts at key b0; u0 + 1 starts at b1 */
+    return want - b0 * nth < b1 * nth - want ? u0 : u0 + 1;
+}
+
 /* The decode units, then the merge (an orphaned `omp for`), each ending in a barrier; ws: the
  * shared workspace (dec_ws_floats), 64-byte aligned, the same pointer on every thread.
- * A thread takes a contiguous share of the units (KV head major; the split of a static
- * `omp for`) and does it as runs (dec_run); the merge loop is static too, so a thread
- * merges the heads of mostly its own units (no line transfers between cores). */
+ * A thread takes a contiguous share of the units (dec_share_begin) and does it as runs
+ * (dec_run); the merge loop is static, so a thread merges the heads of mostly its own units
+ * (few line transfers between cores). */
 static void dec_tasks(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws) {
     const int H = a->H, Hkv = a->Hkv, d = a->d, grp = H / Hkv, n = a->pos0 + 1;
     const float scale = 1.0f / sqrtf((float)d);
     const size_t esz = a->kv_f16 ? 2 : 4, nch = dec_nch((size_t)n), prow = dec_prow((size_t)n), ps = dec_ps(d);
     float *part = ws + (size_t)H * prow;   /* (H, nch, ps) */
-    const int64_t units = (int64_t)Hkv * (int64_t)nch;
     const size_t chunk_bytes = (size_t)DEC_CHUNK * d * esz;
     const int64_t run = DEC_RUN_BYTES > chunk_bytes ? (int64_t)(DEC_RUN_BYTES / chunk_bytes) : 1;
     const int64_t nth = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t base = units / nth, extra = units % nth;
-    const int64_t u_begin = t * base + (t < extra ? t : extra), u_end = (t + 1) * base + (t + 1 < extra ? t + 1 : extra);
+    const int64_t u_begin = dec_share_begin(t, nth, Hkv, nch, n), u_end = dec_share_begin(t + 1, nth, Hkv, nch, n);
     if (a->knew)   /* row pos0 = n - 1 is in the last chunk of its KV head; its unit's thread writes it */
         for (int h = 0; h < Hkv; h++) {
             const int64_t last = (int64_t)(h + 1) * (int64_t)nch - 1;
