@@ -18,10 +18,10 @@
  *   % of bound   tok/s x bytes per token / BW: the median over the decode windows whose
  *                probes before and after agree within 15 %, each against the mean of those
  *                two probes (decode_speed); the probes' range is printed too.
- * Last-level cache: where the bytes one step reads at 512 tokens fit in the CPU's last-level
- *   cache (sysconf, else sysfs; an Intel Xeon VM here reports 260 MB of L3), a part of them
- *   can stay there between steps, and the % of bound may pass 100 %: a note under the table
- *   names those models, whose figure is then not a memory-bandwidth one.
+ * Last-level cache: where the bytes one step reads (at 512 tokens, or at 2048 too) fit in
+ *   the CPU's last-level cache (sysconf, else sysfs; an Intel Xeon VM here reports 260 MB of
+ *   L3), a part of them can stay there between steps, and the % of bound may pass 100 %: a
+ *   note under the table names those models, whose figure is then not a memory-bandwidth one.
  * Shared cores: at the start and after each model, how fast the threads run a dependent
  *   add loop together against one alone (cpu_probe.h); this VM sometimes backs its two vCPUs
  *   with one physical CPU, which a note under the table reports.
@@ -317,7 +317,7 @@ int main(int argc, char **argv) {
     printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int rc = 0;
     const double llc = llc_bytes();
-    char in_llc[512] = "";   /* the models whose step at 512 tokens fits in the LLC */
+    char in_llc[512] = "";   /* the models (and contexts) whose step fits in the LLC */
     for (int e = 0; e < ne; e++) {
         const char *nm = ents[e]->d_name;
         size_t ln = strlen(nm);
@@ -366,8 +366,9 @@ int main(int argc, char **argv) {
                wb / 1e6, pre_tps, gflops, d512.tps, b512 / 1e6, d512.bw_lo / 1e9, d512.bw_hi / 1e9, 100 * d512.frac,
                d2048.tps, b2048 / 1e6, d2048.bw_lo / 1e9, d2048.bw_hi / 1e9, 100 * d2048.frac);
         fflush(stdout);
-        if (llc > 0 && b512 <= llc && strlen(in_llc) + ln + 3 < sizeof in_llc)
-            snprintf(in_llc + strlen(in_llc), sizeof in_llc - strlen(in_llc), "%s%s", in_llc[0] ? ", " : "", nm);
+        if (llc > 0 && b512 <= llc && strlen(in_llc) + ln + 32 < sizeof in_llc)
+            snprintf(in_llc + strlen(in_llc), sizeof in_llc - strlen(in_llc), "%s%s (%s)", in_llc[0] ? ", " : "", nm,
+                     b2048 <= llc ? "512 and 2048 tokens" : "512 tokens");
         free(toks);
         skv_state_free(s);
         skv_model_free(m);
@@ -379,7 +380,7 @@ int main(int argc, char **argv) {
                "physical CPUs, so compute-bound phases (attention, prefill) ran slower than this code can.\n",
                100 * cores_min);
     if (in_llc[0])
-        printf("\nNote: the bytes a decode step reads at 512 tokens fit in this CPU's %.0f MB last-level cache for %s: "
+        printf("\nNote: the bytes a decode step reads fit in this CPU's %.0f MB last-level cache for %s: "
                "a part of them stays there between steps, so their %% of bound is not a memory-bandwidth figure "
                "(it can pass 100 %%).\n",
                llc / 1e6, in_llc);
