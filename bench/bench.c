@@ -2,9 +2,10 @@
  * printed as a Markdown table.
  *
  * Read bandwidth BW: --threads threads summing a 1 GiB float buffer (huge pages), best of 3
- * at the start, and best of 2 between the decode windows (this VM's bandwidth moves between
- * two states, ~35 and ~60-70 GB/s on 2 threads, within seconds, so each window is set
- * against the bandwidth of its own moment).
+ * at the start, and best of 2 between the decode windows, the passes alternating between
+ * plain loads and loads with a software prefetch (read_probe.h) (the AMD VM's bandwidth
+ * moved between two states, ~35 and ~60-70 GB/s on 2 threads, within seconds, so each window
+ * is set against the bandwidth of its own moment).
  * Per model, at --threads (default 2), fp16 KV cache:
  *   prefill      one block of 512 tokens (logits of the last row only); effective GFLOP/s
  *                = 2 x P x 512 / time, where P = the parameters of the per-layer matrices
