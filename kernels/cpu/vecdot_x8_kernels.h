@@ -16,8 +16,8 @@
 /* Software prefetch X8_PF_DIST bytes ahead of the block in use (into L1), every line of the
  * block's size. A decode GEMV streams each thread's share of a matrix once; on an Intel
  * Xeon (Sapphire/Emerald Rapids class, 2 vCPUs) the hardware prefetchers alone kept one
- * thread at 58-69 % of the read probe's bandwidth (bench_kernels --gemv, x8 kernels, cold);
- * 1 KiB ahead gave 73-91 %. In the models (make bench-ab, 2 threads, decode step time
+ * thread at 53-88 % of the read probe's bandwidth (bench_kernels --gemv, x8 kernels, from
+ * memory); 1 KiB ahead gave 72-91 %, 4 KiB 80-96 %. In the models (make bench-ab, 2 threads, decode step time
  * against none): 1 KiB 0.84-0.88, 4 KiB 0.64 / 0.79 (SmolLM2 at 512 / 2048 tokens), 0.76 /
  * 0.77 (Qwen2.5-Coder-0.5B), 0.81 / 0.82 (1.5B); 2 KiB was ~10 % slower than 4 for SmolLM2,
  * 8 KiB the same as 4, prefetcht1 ~7 % slower than t0 (docs/performance.md, stop 19).
