@@ -181,6 +181,8 @@ int main(int argc, char **argv) {
     bench_shape(SKV_Q4_1, 576, 1536, bw, 1);     /* SmolLM2 ffn down */
     bench_shape(SKV_Q8_0, 49152, 576, bw, 0);    /* SmolLM2 LM head */
     bench_shape(SKV_F32, 1536, 576, bw, 1);
+    bench_shape(SKV_F16, 4864, 896, bw, 0);      /* qwen2.5-0.5b ffn gate/up from HF safetensors */
+    bench_shape(SKV_BF16, 4864, 896, bw, 0);
     if (gemv_only) return 0;
     bench_attention(2048, 14, 2, 64);
     bench_attention(4096, 14, 2, 64);
