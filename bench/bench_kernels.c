@@ -181,6 +181,7 @@ int main(int argc, char **argv) {
     bench_shape(SKV_Q4_1, 576, 1536, bw, 1);     /* SmolLM2 ffn down */
     bench_shape(SKV_Q8_0, 49152, 576, bw, 0);    /* SmolLM2 LM head */
     bench_shape(SKV_F32, 1536, 576, bw, 1);
+    bench_shape(SKV_Q5_K, 8960, 1536, bw, 0);    /* a Q5_K_M file's matrices: no x8 groups, the stored rows */
     bench_shape(SKV_F16, 4864, 896, bw, 0);      /* qwen2.5-0.5b ffn gate/up from HF safetensors */
     bench_shape(SKV_BF16, 4864, 896, bw, 0);
     if (gemv_only) return 0;
