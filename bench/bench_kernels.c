@@ -61,6 +61,11 @@ static double gemv_time(const skv_weight *Ws, int copies, int iters, const float
 }
 
 static void bench_shape(int type, int64_t rows, int64_t cols, double bw, int do_gemm) {
+    if (cols % skv_type_block(type) != 0) {   /* a shape the model loaders reject too */
+        fprintf(stderr, "bench_kernels: %s: %lld columns are not a multiple of its block of %d\n", skv_type_name(type),
+                (long long)cols, skv_type_block(type));
+        return;
+    }
     size_t bytes = skv_row_bytes(type, cols) * rows;
     int copies = (int)((size_t)160 << 20) / (int)bytes + 1;   /* > 160 MiB in total */
     if (copies > 64) copies = 64;
