@@ -2,6 +2,7 @@
 #include "read_probe.h"
 #include "../runtime/hugemem.h"
 #include "../runtime/util.h"
+#include "../kernels/cpu/vecdot_simd.h"
 #include <immintrin.h>
 #include <omp.h>
 #include <stdbool.h>
@@ -11,9 +12,8 @@
 static float *probe_buf;
 
 /* One pass: every thread sums its static share with four 256-bit loads an iteration; pf:
- * also prefetch (T0) the two lines PROBE_PF_BYTES ahead of each iteration's 128 bytes, as
- * the decode GEMV kernels do (vecdot_x8_kernels.h). Returns bytes per second. */
-#define PROBE_PF_BYTES 4096
+ * also prefetch each iteration's 128 bytes ahead as the decode GEMV kernels do
+ * (skv_prefetch_ahead). Returns bytes per second. */
 static double probe_pass(const float *buf, size_t n, bool pf, volatile float *sink) {
     const double t0 = skv_now();
     float tot = 0;
@@ -22,10 +22,7 @@ static double probe_pass(const float *buf, size_t n, bool pf, volatile float *si
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         #pragma omp for schedule(static)
         for (size_t i = 0; i < n; i += 32) {
-            if (pf) {
-                _mm_prefetch((const char *)(buf + i) + PROBE_PF_BYTES, _MM_HINT_T0);
-                _mm_prefetch((const char *)(buf + i) + PROBE_PF_BYTES + 64, _MM_HINT_T0);
-            }
+            if (pf) skv_prefetch_ahead(buf + i, 128);
             a0 = _mm256_add_ps(a0, _mm256_load_ps(buf + i));
             a1 = _mm256_add_ps(a1, _mm256_load_ps(buf + i + 8));
             a2 = _mm256_add_ps(a2, _mm256_load_ps(buf + i + 16));

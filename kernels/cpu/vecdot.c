@@ -2,6 +2,7 @@
  * float-weight dots (F32, F16 via F16C, BF16). n is a multiple of 8 for the float dots'
  * vector part; a scalar tail handles the rest. */
 #include "vecdot.h"
+#include "vecdot_simd.h"
 
 int skv_vec_act_type(int wtype) {
     switch (wtype) {
@@ -63,17 +64,14 @@ skv_vec_dot4_fn skv_vec_dot4_for(int wtype) {
     }
 }
 
-/* The float rows' dots prefetch the weight line ROW_PF_DIST bytes ahead (rows are
- * contiguous, so past a row's end that is the next row), as the 8-row group kernels do
- * (vecdot_x8_kernels.h; docs/performance.md, stop 19). */
-#define ROW_PF_DIST 4096
-
+/* The float rows' dots prefetch their weight stream ahead (skv_prefetch_ahead, one line
+ * per 64 bytes of weights). */
 float skv_vec_dot_f32(int64_t n, const void *w, const void *xa) {
     const float *a = w, *x = xa;
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        _mm_prefetch((const char *)(a + i) + ROW_PF_DIST, _MM_HINT_T0);
+        skv_prefetch_ahead(a + i, 64);
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(x + i), s0);
         s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(x + i + 8), s1);
     }
@@ -89,7 +87,7 @@ float skv_vec_dot_f16(int64_t n, const void *w, const void *xa) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        if (i % 32 == 0) _mm_prefetch((const char *)(a + i) + ROW_PF_DIST, _MM_HINT_T0);
+        if (i % 32 == 0) skv_prefetch_ahead(a + i, 64);
         __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
         __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + 8)));
         s0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), s0);
@@ -113,7 +111,7 @@ float skv_vec_dot_bf16(int64_t n, const void *w, const void *xa) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();   /* two chains, as f16 */
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        if (i % 32 == 0) _mm_prefetch((const char *)(a + i) + ROW_PF_DIST, _MM_HINT_T0);
+        if (i % 32 == 0) skv_prefetch_ahead(a + i, 64);
         s0 = _mm256_fmadd_ps(bf16x8(a + i), _mm256_loadu_ps(x + i), s0);
         s1 = _mm256_fmadd_ps(bf16x8(a + i + 8), _mm256_loadu_ps(x + i + 8), s1);
     }

@@ -48,18 +48,15 @@ void skv_quant_q8k(const float *x, block_q8_K *dst, int64_t n) {
  * Per super-block: the 8 scales (as int16) are broadcast to both 128-bit lanes once and
  * each sub-block's scale is picked with one byte shuffle; the mins term
  * sum_j m_j * bsums stays a vector (madd, convert, FMA with -dmin*dy) so there is no
- * horizontal sum per super-block; one float FMA folds the integer sum. */
-/* The stored-row dot prefetches ROW_K_PF_DIST bytes ahead (rows are contiguous, so past a
- * row's end that is the next row), as the 8-row group kernels do (vecdot_x8_kernels.h;
- * docs/performance.md, stop 19). */
-#define ROW_K_PF_DIST 4096
+ * horizontal sum per super-block; one float FMA folds the integer sum. Each super-block
+ * prefetches the weight stream ahead (skv_prefetch_ahead). */
 static inline float dot_q45_K(int64_t n, const uint8_t *d16, const uint8_t *scales, const uint8_t *qh,
                               const uint8_t *qs, size_t stride, const block_q8_K *y) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const uint8_t *blk = d16 + i * stride;
-        for (size_t o = 0; o < stride; o += 64) _mm_prefetch((const char *)blk + ROW_K_PF_DIST + o, _MM_HINT_T0);
+        skv_prefetch_ahead(blk, stride);
         uint32_t dd;
         __builtin_memcpy(&dd, blk, 4);
         const __m128 dv = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(y[i].d)); /* d*dy, dmin*dy */

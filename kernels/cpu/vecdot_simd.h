@@ -1,11 +1,29 @@
-/* vecdot_simd.h: AVX2 pieces shared by the quantised dot kernels (vecdot_q.c, vecdot_k.c,
- * vecdot_n.c, vecdot_x8.c), so the one-row, four-row and N-activation kernels unpack weights with the
+/* vecdot_simd.h: AVX2 pieces shared by the dot kernels (vecdot.c, vecdot_q.c, vecdot_k.c,
+ * vecdot_n.c, vecdot_x8.c) and the weight-stream prefetch they use, so the one-row, four-row and N-activation kernels unpack weights with the
  * same instructions (their results must stay bit-identical to each other). Internal. */
 #ifndef SKV_VECDOT_SIMD_H
 #define SKV_VECDOT_SIMD_H
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "vecdot.h"
+
+/* Software prefetch of a decode GEMV's weight stream: the lines SKV_WEIGHT_PF_BYTES ahead of
+ * the `bytes` in use, into L1. A decode GEMV streams each thread's share of a matrix once; on
+ * an Intel Xeon VM (Sapphire / Emerald Rapids class, 2 vCPUs) the hardware prefetchers alone
+ * kept one thread at 53-88 % of the read probe's bandwidth (bench_kernels --gemv, 8-row
+ * groups, from memory); 1 KiB ahead gave 72-91 %, 4 KiB 80-96 %. In the models (make
+ * bench-ab, 2 threads, decode step time against none): 1 KiB 0.84-0.88, 4 KiB 0.64 / 0.79
+ * (SmolLM2 at 512 / 2048 tokens), 0.76 / 0.77 (Qwen2.5-Coder-0.5B), 0.81 / 0.82 (1.5B);
+ * 2 KiB was ~10 % slower than 4 for SmolLM2, 8 KiB the same as 4, prefetcht1 ~7 % slower
+ * than t0 (docs/performance.md, stop 19). Rows and groups are contiguous, so past the end of
+ * a row or a thread's share the lines are the next row's, the next share's or the next
+ * tensor's. always_inline: GCC 12 deletes calls to a non-inlined function whose only
+ * statements are prefetches (attention.c's top comment). */
+#define SKV_WEIGHT_PF_BYTES 4096
+static inline __attribute__((always_inline)) void skv_prefetch_ahead(const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + SKV_WEIGHT_PF_BYTES + o, _MM_HINT_T0);
+}
 
 /* The N-activation kernels take nt (1..SKV_DOTN_MAX) as a literal in their bodies: CALL(k)
  * for k = nt (4 for anything larger), in a function with `int nt` in scope. */

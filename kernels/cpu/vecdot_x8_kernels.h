@@ -13,27 +13,6 @@
 
 #define X8_INLINE static inline __attribute__((always_inline))
 
-/* Software prefetch X8_PF_DIST bytes ahead of the block in use (into L1), every line of the
- * block's size. A decode GEMV streams each thread's share of a matrix once; on an Intel
- * Xeon (Sapphire/Emerald Rapids class, 2 vCPUs) the hardware prefetchers alone kept one
- * thread at 53-88 % of the read probe's bandwidth (bench_kernels --gemv, x8 kernels, from
- * memory); 1 KiB ahead gave 72-91 %, 4 KiB 80-96 %. In the models (make bench-ab, 2 threads, decode step time
- * against none): 1 KiB 0.84-0.88, 4 KiB 0.64 / 0.79 (SmolLM2 at 512 / 2048 tokens), 0.76 /
- * 0.77 (Qwen2.5-Coder-0.5B), 0.81 / 0.82 (1.5B); 2 KiB was ~10 % slower than 4 for SmolLM2,
- * 8 KiB the same as 4, prefetcht1 ~7 % slower than t0 (docs/performance.md, stop 19).
- * Lines past the end of a thread's share are the next thread's share or the next tensor. */
-#ifndef X8_PF_DIST
-#define X8_PF_DIST 4096
-#endif
-#ifndef X8_PF_HINT
-#define X8_PF_HINT _MM_HINT_T0
-#endif
-#define X8_PF(p, bytes)                                                                  \
-    do {                                                                                 \
-        if (X8_PF_DIST)                                                                  \
-            for (size_t o_ = 0; o_ < (size_t)(bytes); o_ += 64)                          \
-                _mm_prefetch((const char *)(p) + X8_PF_DIST + o_, X8_PF_HINT);           \
-    } while (0)
 
 typedef struct {
     uint16_t d[8], dmin[8];
@@ -73,7 +52,7 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8
     __m256 acc[SKV_DOTN_MAX], accm[SKV_DOTN_MAX];
     for (int a = 0; a < nt; a++) acc[a] = accm[a] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
-        X8_PF(b, sizeof *b);
+        skv_prefetch_ahead(b, sizeof *b);
         const block_q8_K *y[SKV_DOTN_MAX];
         for (int a = 0; a < nt; a++) y[a] = (const block_q8_K *)(const void *)(xa + a * xstride) + i;
         /* the 8 rows' 6-bit scales and mins, [sub-block s][row r] bytes:
@@ -167,7 +146,7 @@ X8_INLINE void dot8n_q6_K(int nt, int64_t n, const block_q6_K_x8 *b, const uint8
     __m256 acc[SKV_DOTN_MAX];
     for (int a = 0; a < nt; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
-        X8_PF(b, sizeof *b);
+        skv_prefetch_ahead(b, sizeof *b);
         const block_q8_K *y[SKV_DOTN_MAX];
         for (int a = 0; a < nt; a++) y[a] = (const block_q8_K *)(const void *)(xa + a * xstride) + i;
         __m256i sumi[SKV_DOTN_MAX];
@@ -251,7 +230,7 @@ X8_INLINE void dot8n_32(int kind, int nt, int64_t n, const uint8_t *w, const uin
     __m256 acc[SKV_DOTN_MAX], acco[SKV_DOTN_MAX];
     for (int a = 0; a < nt; a++) acc[a] = acco[a] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++, w += bsz) {
-        X8_PF(w, bsz);
+        skv_prefetch_ahead(w, bsz);
         const uint8_t *qs = w + xqs, *qh = w + 16 + (hasm ? 16 : 0);
         __m256i lo[4], hi[4];
         #pragma GCC unroll 4
@@ -316,7 +295,7 @@ X8_INLINE void dot8n_q8_0(int nt, int64_t n, const uint8_t *w, const uint8_t *xa
     __m256 acc[SKV_DOTN_MAX];
     for (int a = 0; a < nt; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++, w += 272) {
-        X8_PF(w, 272);
+        skv_prefetch_ahead(w, 272);
         __m256i s[SKV_DOTN_MAX];
         for (int a = 0; a < nt; a++) s[a] = _mm256_setzero_si256();
         #pragma GCC unroll 8
