@@ -13,14 +13,19 @@ OPT     ?= -O2
 BUILD   := build$(if $(filter 1,$(SAN)),-san,)$(if $(filter 1,$(CUDA)),-cuda,)
 
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -fopenmp \
-           -mavx2 -mfma -mf16c -MMD -MP $(shell pkg-config --cflags libcjson 2>/dev/null)
+           -mavx2 -mfma -mf16c -MMD -MP -I. $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  := -fopenmp -lzstd -lcjson -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDLIBS  += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard runtime/*.c) $(wildcard kernels/cpu/*.c)
+# the library: every stage's code but the tools' mains (calibrate/calibrate.c,
+# mapgen/mapgen.c) and the smallkv CLI (runtime/cli/)
+TOOL_MAINS := calibrate/calibrate.c mapgen/mapgen.c
+LIB_DIRS := common kernels/cpu runtime runtime/model runtime/tokenizer runtime/kv runtime/policies \
+            runtime/session runtime/backend profiles calibrate mapgen eval
+LIB_SRC := $(filter-out $(TOOL_MAINS),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB     := $(BUILD)/libsmallkv.a
 
@@ -31,7 +36,7 @@ LIB     := $(BUILD)/libsmallkv.a
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
-NVCCFLAGS := -std=c++17 $(OPT) -g -lineinfo $(CUDA_ARCH) -Werror all-warnings \
+NVCCFLAGS := -std=c++17 $(OPT) -g -lineinfo $(CUDA_ARCH) -Werror all-warnings -I. \
              -Xcompiler -Wall,-Wextra,-Werror,-fPIC -MMD -MP
 ifeq ($(CUDA),1)
 CU_SRC  := $(wildcard kernels/cuda/*.cu)
@@ -65,7 +70,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: bench-ab all test check run deps models models-test bench clean tools
+.PHONY: bench-ab all test check run deps models models-test bench clean tools print-lib-src
 all: $(LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
 
@@ -107,6 +112,7 @@ $(BUILD)/bin/bench: $(BUILD)/bench/cpu_probe.o
 # examples/*.c: programs written against the public header include/smallkv.h only
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/bin/%,$(wildcard examples/*.c))
 all: $(EXAMPLES)
+$(BUILD)/examples/%.o: CFLAGS += -Iinclude
 $(BUILD)/bin/%: $(BUILD)/examples/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
@@ -146,6 +152,10 @@ bench: all
 bench-ab:
 	scripts/bench-ab.sh $(or $(BASE),HEAD)
 
+# the library's sources, one line (scripts/bench-ab.sh builds two trees from them)
+print-lib-src:
+	@echo $(LIB_SRC)
+
 clean:
 	rm -rf build build-san build-cuda build-san-cuda
 
@@ -158,7 +168,7 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ_BUILD   := build-fuzz
 FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
-FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -O1 -g -fopenmp -mavx2 -mfma -mf16c -MMD -MP \
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -O1 -g -fopenmp -mavx2 -mfma -mf16c -MMD -MP -I. \
                 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
                 $(shell pkg-config --cflags libcjson 2>/dev/null)
 FUZZ_LIB     := $(FUZZ_BUILD)/libsmallkv.a

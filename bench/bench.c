@@ -38,18 +38,18 @@
  *                         attention (skv_attention, all threads) + the compensated attention
  *                         at 20% (skv_compensate, KV heads one after another: an upper bound,
  *                         the session splits a layer's KV heads over the threads from 2^19
- *                         multiply-adds per head, runtime/session.c));
+ *                         multiply-adds per head, runtime/session/session.c));
  *                         share = SLM / (SLM + LLM@20%);
  *   batched decode        skv_forward_batch of the LLM at batch 1, 4, 8 (plain states, full
  *                         synthetic cache of S tokens each): aggregate tokens/s.
  * Usage: bench [--threads N] [--models DIR] [--quick] [--pair-only] */
-#include "../kernels/cpu/cpu_caps.h"
-#include "../kernels/cpu/attention.h"
-#include "../kernels/cpu/compensate.h"
-#include "../runtime/forward.h"
-#include "../runtime/profile.h"
-#include "../runtime/model.h"
-#include "../runtime/util.h"
+#include "kernels/cpu/cpu_caps.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/compensate.h"
+#include "runtime/backend/forward.h"
+#include "profiles/profile.h"
+#include "runtime/model/model.h"
+#include "common/util.h"
 #include "read_probe.h"
 #include "cpu_probe.h"
 #include <dirent.h>

@@ -1,4 +1,4 @@
-/* bench_cuda.c: speed of the GPU decoder (runtime/forward_cuda.h) for each model present,
+/* bench_cuda.c: speed of the GPU decoder (runtime/backend/forward_cuda.h) for each model present,
  * built only with `make CUDA=1` (build-cuda/bin/bench_cuda; scripts/gpu-check.sh runs it).
  *
  * Per model (fp16 KV cache, weights uploaded once with stored blocks + fp16 copies):
@@ -11,9 +11,9 @@
  *                  Context: B = 1 at S = 512 after a real prefill; all other rows use a
  *                  SYNTHETIC cache (zeroed K/V of S tokens, skv_cuda_state_fill_synthetic:
  *                  the arithmetic of a step does not depend on the cached values).
- *   compressed     policies h2o and smallkv at budget 20 %: a session (runtime/session.h)
+ *   compressed     policies h2o and smallkv at budget 20 %: a session (runtime/session/session.h)
  *                  prefilled on the CPU with 512 tokens, then STEPS decode steps on the GPU
- *                  (runtime/session_cuda.h: selection on the host, hot tier and attention
+ *                  (runtime/backend/session_cuda.h: selection on the host, hot tier and attention
  *                  on the device); smallkv runs the model as its own SLM (identity map,
  *                  every layer: an upper bound of the SLM's cost). tokens/s = STEPS / time.
  * Prints a Markdown table and one JSON line ({"bench_cuda": ...}); --json FILE also writes
@@ -21,10 +21,10 @@
  * sizes) instead of numbers and the run goes on.
  * --budget S: rows that would start after S seconds are reported "not run (time budget)".
  * Usage: bench_cuda [--models DIR] [--quick] [--budget S] [--json FILE] [MODEL.gguf ...] */
-#include "../runtime/forward_cuda.h"
-#include "../runtime/model.h"
-#include "../runtime/session_cuda.h"
-#include "../runtime/util.h"
+#include "runtime/backend/forward_cuda.h"
+#include "runtime/model/model.h"
+#include "runtime/backend/session_cuda.h"
+#include "common/util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +35,7 @@ int main(void) {
     return 1;
 }
 #else
-#include "../kernels/cuda/backend.h"
+#include "kernels/cuda/backend.h"
 
 #define PREFILL 512
 #define MAX_ROWS 16

@@ -19,10 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
-#include "../kernels/cpu/matmul.h"
-#include "../kernels/cpu/vecdot.h"
-#include "../kernels/cpu/attention.h"
-#include "../runtime/util.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/vecdot.h"
+#include "runtime/model/model.h"
+#include "kernels/cpu/attention.h"
+#include "common/util.h"
 #include "read_probe.h"
 
 static uint64_t rng = 1234567;

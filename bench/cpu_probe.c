@@ -1,6 +1,6 @@
 /* cpu_probe.c: the shared-core check of the benchmarks (cpu_probe.h). */
 #include "cpu_probe.h"
-#include "../runtime/util.h"
+#include "common/util.h"
 #include <omp.h>
 #include <stdint.h>
 

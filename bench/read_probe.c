@@ -1,8 +1,8 @@
 /* read_probe.c: the streaming read bandwidth probe shared by the benchmarks (read_probe.h). */
 #include "read_probe.h"
-#include "../runtime/hugemem.h"
-#include "../runtime/util.h"
-#include "../kernels/cpu/vecdot_simd.h"
+#include "runtime/model/hugemem.h"
+#include "common/util.h"
+#include "kernels/cpu/vecdot_simd.h"
 #include <immintrin.h>
 #include <omp.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /* calibrate.c: the calibrate command line (method.md section 3): parse options, run
- * skv_calib_run (runtime/calib_run.h) for one shard, print a summary and the timing split.
+ * skv_calib_run (calibrate/calib_run.h) for one shard, print a summary and the timing split.
  * Built with SKV_MPI (`make MPI=1` -> build/bin/calibrate-mpi): rank r of n runs shard r/n
  * into OUT.part-r-of-n (checkpointed, resumable), then the fixed-point sums are reduced to
  * rank 0 with MPI_Reduce (int64 addition: exact) and the window lists and per-window
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../runtime/calib.h"
-#include "../runtime/calib_run.h"
-#include "../runtime/util.h"
+#include "calib.h"
+#include "calib_run.h"
+#include "common/util.h"
 #ifdef SKV_MPI
 #include <mpi.h>
 #endif

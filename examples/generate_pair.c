@@ -3,7 +3,7 @@
  * through the token callback, fork the session for a second answer, print statistics.
  *   usage: generate_pair LLM [SLM PROFILE] [PROMPT]
  * Without SLM/PROFILE it runs H2O at 20%. Build: make build/bin/generate_pair */
-#include "../include/smallkv.h"
+#include <smallkv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

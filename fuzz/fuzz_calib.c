@@ -1,10 +1,11 @@
-/* fuzz_calib.c: libFuzzer target for calibration files (runtime/calib.c over
- * runtime/secfile.c): skv_calib_read, then what mapgen does with a file that loads:
+/* fuzz_calib.c: libFuzzer target for calibration files (calibrate/calib.c over
+ * profiles/secfile.c): skv_calib_read, then what mapgen does with a file that loads:
  * summary, means per metric, building a profile from the sums.
  * Input encoding: see fuzz_secfile.h (byte 0 selects raw-with-repaired-checksums or built). */
 #include "fuzz_secfile.h"
-#include "../runtime/calib.h"
-#include "../runtime/profile.h"
+#include "calibrate/calib.h"
+#include "profiles/profile.h"
+#include "mapgen/mapping.h"
 
 static FILE *g_null;
 

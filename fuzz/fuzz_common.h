@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <ftw.h>
-#include "../runtime/util.h"
+#include "common/util.h"
 
 static char g_fuzz_dir[128];
 

@@ -1,14 +1,14 @@
-/* fuzz_gguf.c: libFuzzer target for the GGUF reader (runtime/gguf.c) and everything that
+/* fuzz_gguf.c: libFuzzer target for the GGUF reader (runtime/model/gguf.c) and everything that
  * reads GGUF metadata: the typed getters, the tokenizer loader (tokenizer.ggml.*) and the
- * model loader (runtime/model.c: hyper-parameters and tensor binding).
+ * model loader (runtime/model/model.c: hyper-parameters and tensor binding).
  *
  * Input: a whole GGUF file. It is parsed from memory (gguf_open_memory, an exact-size heap
  * copy so ASan sees reads past the end); files that parse are also written to a scratch
  * file and loaded with skv_model_load_gguf. */
 #include "fuzz_common.h"
-#include "../runtime/gguf.h"
-#include "../runtime/model.h"
-#include "../runtime/tokenizer.h"
+#include "runtime/model/gguf.h"
+#include "runtime/model/model.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 static void exercise_getters(const gguf_file *f) {
     unsigned sink = 0;

@@ -1,5 +1,5 @@
 /* fuzz_hf_config.c: libFuzzer target for the Hugging Face model directory loader
- * (runtime/model_hf.c): config.json parsing, then binding the weights it names.
+ * (runtime/model/model_hf.c): config.json parsing, then binding the weights it names.
  *
  * At start a tiny valid Llama model (tests/support/tiny_model.c: 2 layers, dim 64, vocab
  * 300) is written as model.safetensors into a scratch directory. Input: the bytes of
@@ -8,8 +8,8 @@
  * directory, where only model.safetensors exists). Configs that match the tiny model load
  * completely; all others must be refused with a message. */
 #include "fuzz_common.h"
-#include "../runtime/model.h"
-#include "../tests/support/tiny_model.h"
+#include "runtime/model/model.h"
+#include "tests/support/tiny_model.h"
 
 static const char SEP[] = "\n#INDEX#\n";
 static char g_dir[256];

@@ -1,10 +1,10 @@
-/* fuzz_safetensors.c: libFuzzer target for the safetensors reader (runtime/safetensors.c).
+/* fuzz_safetensors.c: libFuzzer target for the safetensors reader (runtime/model/safetensors.c).
  *
  * Input: a whole .safetensors file (u64 header length, JSON header, data). It is written to
  * a scratch file and opened; for a file that opens, every tensor is looked up by name and
  * its data range read (bounds checked by ASan against the map). */
 #include "fuzz_common.h"
-#include "../runtime/safetensors.h"
+#include "runtime/model/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_write("model.safetensors", data, size);

@@ -1,4 +1,4 @@
-/* fuzz_secfile.h: turning fuzz input into a section-container file (runtime/secfile.h) for
+/* fuzz_secfile.h: turning fuzz input into a section-container file (profiles/secfile.h) for
  * the calibration and profile targets. Every byte of a real file is covered by a checksum,
  * so raw mutations would almost never get past the checksums; two modes get deeper:
  *
@@ -11,7 +11,7 @@
 #ifndef SKV_FUZZ_SECFILE_H
 #define SKV_FUZZ_SECFILE_H
 #include "fuzz_common.h"
-#include "../runtime/secfile.h"
+#include "profiles/secfile.h"
 #include <zstd.h>
 
 #define FZ_FIXED 40

@@ -1,4 +1,4 @@
-/* fuzz_tokenize.c: libFuzzer target for encode/decode (runtime/tokenizer.c,
+/* fuzz_tokenize.c: libFuzzer target for encode/decode (runtime/tokenizer/tokenizer.c,
  * tokenizer_pretok.c, unicode_class.c) on arbitrary bytes, with the real SmolLM2 tokenizer
  * (loaded once from $SKV_MODELS_DIR/SmolLM2-135M-Instruct.Q4_1.gguf, default models/).
  *
@@ -12,8 +12,8 @@
  *   - decoding arbitrary ids (from the same bytes read as int16) never crashes and refuses
  *     out-of-range ids with an error. */
 #include "fuzz_common.h"
-#include "../runtime/gguf.h"
-#include "../runtime/tokenizer.h"
+#include "runtime/model/gguf.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 static skv_tokenizer *g_tok;
 static bool g_has_byte[256];

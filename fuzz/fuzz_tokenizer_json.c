@@ -1,11 +1,11 @@
 /* fuzz_tokenizer_json.c: libFuzzer target for the Hugging Face tokenizer.json loader
- * (runtime/tokenizer_json.c) and the tokenizer_config.json read beside it.
+ * (runtime/tokenizer/tokenizer_json.c) and the tokenizer_config.json read beside it.
  *
  * Input: tokenizer.json bytes, optionally followed by the separator line "\n#CONFIG#\n" and
  * the bytes of tokenizer_config.json (absent: no config file). A tokenizer that loads is
  * used once: encode (with and without specials), decode, chat prompt, hash. */
 #include "fuzz_common.h"
-#include "../runtime/tokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 static const char SEP[] = "\n#CONFIG#\n";
 

@@ -2,14 +2,15 @@
  * root: `make fuzz-seeds`). Each target gets a few tiny valid inputs, built with the test
  * writers (tests/support/gguf_writer.c, tiny_model.c) and the library's own writers, plus a
  * few corrupt ones. Deterministic: rerunning gives the same files. Total well under 1 MB. */
-#include "../runtime/calib.h"
-#include "../runtime/profile.h"
-#include "../runtime/secfile.h"
-#include "../runtime/tokenizer_internal.h"
-#include "../runtime/util.h"
-#include "../kernels/cpu/quant.h"
-#include "../tests/support/gguf_writer.h"
-#include "../tests/support/tiny_model.h"
+#include "calibrate/calib.h"
+#include "profiles/profile.h"
+#include "mapgen/mapping.h"
+#include "profiles/secfile.h"
+#include "runtime/tokenizer/tokenizer_internal.h"
+#include "common/util.h"
+#include "kernels/cpu/quant.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/tiny_model.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,10 +2,11 @@
  * SLM early-stop depth, and write the profile (method.md section 4).
  *   mapgen CALIB [CALIB ...] -o PROFILE [--metric jaccard|cosine|rowcos] [--eps E]
  *          [--max-depth S] [--report FILE.html] */
-#include "../runtime/calib.h"
-#include "../runtime/profile.h"
-#include "../runtime/report_html.h"
-#include "../runtime/util.h"
+#include "calibrate/calib.h"
+#include "profiles/profile.h"
+#include "mapgen/mapping.h"
+#include "report_html.h"
+#include "common/util.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

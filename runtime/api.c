@@ -2,14 +2,14 @@
  * (model.h), profile (profile.h, fingerprint.h), sessions (session.h), tokenizer. It adds
  * only option translation, the SmallKV wiring (profile map, depth, online matching) and
  * timing statistics. */
-#include "../include/smallkv.h"
-#include "fingerprint.h"
-#include "model.h"
-#include "profile.h"
-#include "sampling.h"
-#include "session.h"
-#include "tokenizer.h"
-#include "util.h"
+#include "include/smallkv.h"
+#include "runtime/model/fingerprint.h"
+#include "runtime/model/model.h"
+#include "profiles/profile.h"
+#include "runtime/session/sampling.h"
+#include "runtime/session/session.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "common/util.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,7 +225,7 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
 }
 
 /* The runtime session behind a public one (not in smallkv.h: runtime/cli/generate_cuda.c
- * moves its decode to the GPU, runtime/session_cuda.h). */
+ * moves its decode to the GPU, runtime/backend/session_cuda.h). */
 skv_session *smallkv_session_runtime(smallkv_session *s) { return s ? s->s : NULL; }
 
 void smallkv_session_free(smallkv_session *s) {

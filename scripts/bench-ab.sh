@@ -2,8 +2,9 @@
 # bench-ab.sh [BASE]: decode speed of the working tree against revision BASE (default HEAD),
 # as a ratio measured in one process (bench/bench_pair.c: both builds loaded side by side,
 # decoding in alternating windows), for each model in models/ at 512 and 2048 tokens of
-# context. The two builds are shared libraries compiled here from runtime/ and
-# kernels/cpu/ of each tree with the Makefile's optimisation flags (no CUDA).
+# context. The two builds are shared libraries compiled here from each tree's library sources
+# (its Makefile's `make print-lib-src`; trees older than that target: runtime/*.c and
+# kernels/cpu/*.c) with the Makefile's optimisation flags (no CUDA).
 # Environment: OMP_NUM_THREADS (default 2), AB_WINDOWS (30), AB_STEPS (10 per window).
 set -euo pipefail
 base=${1:-HEAD}
@@ -21,7 +22,15 @@ mkdir -p "$tmp/base"
 git archive "$base" | tar -x -C "$tmp/base"
 flags=(-std=c11 -D_GNU_SOURCE -O2 -fopenmp -mavx2 -mfma -mf16c -fPIC -fno-semantic-interposition -shared
        $(pkg-config --cflags libcjson 2>/dev/null))
-build_so() { cc "${flags[@]}" "$1"/runtime/*.c "$1"/kernels/cpu/*.c -o "$2" -lzstd -lcjson -lm; }
+lib_src() { # lib_src TREE: the tree's library sources, as paths under TREE
+    local src
+    if src=$(make -s -C "$1" print-lib-src 2>/dev/null) && [ -n "$src" ]; then
+        for f in $src; do echo "$1/$f"; done
+    else
+        ls "$1"/runtime/*.c "$1"/kernels/cpu/*.c
+    fi
+}
+build_so() { cc "${flags[@]}" -I"$1" $(lib_src "$1") -o "$2" -lzstd -lcjson -lm; }
 echo "bench-ab: building $base and the working tree as shared libraries ..." >&2
 build_so "$tmp/base" "$tmp/libA.so" &
 pid=$!

@@ -15,8 +15,8 @@
 #include <math.h>
 #include <omp.h>
 #include <cmocka.h>
-#include "../kernels/cpu/attention.h"
-#include "../runtime/util.h"
+#include "kernels/cpu/attention.h"
+#include "common/util.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;
 static float frand(void) {

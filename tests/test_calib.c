@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../runtime/calib.h"
-#include "../runtime/sha256.h"
-#include "../runtime/similarity.h"
-#include "../runtime/util.h"
-#include "support/calib_fixtures.h"
+#include "calibrate/calib.h"
+#include "common/sha256.h"
+#include "calibrate/similarity.h"
+#include "common/util.h"
+#include "tests/support/calib_fixtures.h"
 
 static char g_dir[256];
 

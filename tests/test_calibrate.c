@@ -1,4 +1,4 @@
-/* test_calibrate.c: the calibration run (runtime/calib_run.c) and the calibrate tool:
+/* test_calibrate.c: the calibration run (calibrate/calib_run.c) and the calibrate tool:
  * identity mapping for the SmolLM2 self pair, shards merged == one run, a run killed with
  * SIGKILL and resumed == an uninterrupted run (bit for bit), refusal of mismatched
  * tokenizers and of empty or unreadable corpora, the window plan, and MPI (when built with
@@ -17,12 +17,12 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../runtime/calib.h"
-#include "../runtime/calib_run.h"
-#include "../runtime/mapping.h"
-#include "../runtime/util.h"
-#include "support/gguf_writer.h"
-#include "support/tiny_model.h"
+#include "calibrate/calib.h"
+#include "calibrate/calib_run.h"
+#include "mapgen/mapping.h"
+#include "common/util.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/tiny_model.h"
 
 #define W_TEST 32
 #define N_TEST 6

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "support/tiny_model.h"
+#include "tests/support/tiny_model.h"
 
 static char bin[256], smol[256], prof[256], tiny[256], bigctx[256], smallctx[256];
 

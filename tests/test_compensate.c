@@ -9,10 +9,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../kernels/cpu/attention.h"
-#include "../kernels/cpu/compensate.h"
-#include "../runtime/kvcache.h"
-#include "../runtime/util.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/compensate.h"
+#include "runtime/kv/kvcache.h"
+#include "common/util.h"
 
 static uint32_t rng = 777;
 static float frand(void) { rng = rng * 1664525u + 1013904223u; return (float)((rng >> 8) & 0xffff) / 32768.0f - 1.0f; }

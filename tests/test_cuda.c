@@ -22,18 +22,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/forward_cuda.h"
-#include "../runtime/util.h"
+#include "runtime/backend/forward_cuda.h"
+#include "common/util.h"
 #ifdef SKV_CUDA
-#include "../kernels/cuda/backend.h"
-#include "../runtime/forward.h"
-#include "../kernels/cpu/matmul.h"
-#include "../kernels/cpu/attention.h"
-#include "../kernels/cpu/compensate.h"
-#include "../kernels/cpu/ops.h"
-#include "../kernels/cpu/quant.h"
-#include "../runtime/select.h"
-#include "../runtime/util.h"
+#include "kernels/cuda/backend.h"
+#include "runtime/backend/forward.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/compensate.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/topk.h"
+#include "common/util.h"
 #endif
 
 /* Skips the calling test unless a GPU is usable. */
@@ -386,7 +386,7 @@ static void test_oom_reported(void **st) {
     print_message("expected error: %s\n", skv_last_error());
 }
 
-/* ---------------------------------------------------------------- forward pass (runtime/forward_cuda.c) */
+/* ---------------------------------------------------------------- forward pass (runtime/backend/forward_cuda.c) */
 
 /* End-to-end tolerances for SmolLM2 (GPU forward vs the CPU forward, both with an fp16
  * KV cache). NOT measured yet (written without a GPU): they reuse test_forward.c's bounds

@@ -1,5 +1,5 @@
 /* test_cuda_session.c: the compressed-cache session decoding on the GPU
- * (runtime/session_cuda.h) against the same session decoding on the CPU.
+ * (runtime/backend/session_cuda.h) against the same session decoding on the CPU.
  *
  * GPU cases (skipped, never passed, without a GPU, without CUDA or without the model):
  *   SmolLM2 as its own SLM (identity map), budget 20%, h2o and smallkv: both sessions
@@ -27,15 +27,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../runtime/forward_cuda.h"
-#include "../runtime/model.h"
-#include "../runtime/session.h"
-#include "../runtime/session_cuda.h"
-#include "../runtime/util.h"
-#include "support/tiny_model.h"
-#include "support/test_util.h"
+#include "runtime/backend/forward_cuda.h"
+#include "runtime/model/model.h"
+#include "runtime/session/session.h"
+#include "runtime/backend/session_cuda.h"
+#include "common/util.h"
+#include "tests/support/tiny_model.h"
+#include "tests/support/test_util.h"
 #ifdef SKV_CUDA
-#include "../kernels/cuda/backend.h"
+#include "kernels/cuda/backend.h"
 #endif
 
 #define MAX_TOL 1.5f

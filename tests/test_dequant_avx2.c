@@ -13,8 +13,8 @@
 #include <string.h>
 #include <math.h>
 #include <cmocka.h>
-#include "../kernels/cpu/dequant.h"
-#include "../kernels/cpu/quant.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/quant.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }

@@ -22,13 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../runtime/eval_data.h"
-#include "../runtime/eval_metrics.h"
-#include "../runtime/eval_run.h"
-#include "../runtime/eval_store.h"
-#include "../runtime/tokenizer.h"
-#include "../runtime/util.h"
-#include "support/tiny_model.h"
+#include "eval/data.h"
+#include "eval/metrics.h"
+#include "eval/runner.h"
+#include "eval/store.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "common/util.h"
+#include "tests/support/tiny_model.h"
 
 static void test_kl_math(void **st) {
     (void)st;

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../runtime/util.h"
+#include "common/util.h"
 
 #define CALIB "profiles/smollm2-135m-self.calib"
 

@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include "../runtime/eval_data.h"
-#include "../runtime/eval_run.h"
-#include "../runtime/util.h"
+#include "eval/data.h"
+#include "eval/runner.h"
+#include "common/util.h"
 
 static void test_smallkv_beats_h2o(void **st) {
     (void)st;

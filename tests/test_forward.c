@@ -39,13 +39,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../runtime/fingerprint.h"
-#include "../runtime/forward.h"
-#include "../runtime/gguf.h"
-#include "../runtime/model.h"
-#include "../runtime/util.h"
-#include "../kernels/cpu/matmul.h"
-#include "support/tiny_model.h"
+#include "runtime/model/fingerprint.h"
+#include "runtime/backend/forward.h"
+#include "runtime/model/gguf.h"
+#include "runtime/model/model.h"
+#include "common/util.h"
+#include "kernels/cpu/matmul.h"
+#include "tests/support/tiny_model.h"
 #include <unistd.h>
 
 #define EXACT_TOL 1e-3f         /* reference matmuls, fp32 KV: max |our - transformers| (top-10 ids) */
@@ -274,7 +274,7 @@ static void test_prefill_equals_decode(void **st) {
     release(m);
 }
 
-/* The pair-packed decode copies (runtime/model_pack.c) change nothing: 24 decode steps
+/* The pair-packed decode copies (runtime/model/model_pack.c) change nothing: 24 decode steps
  * give the same logits, bit for bit, with and without them (Q4_1 layers of SmolLM2,
  * memory-mapped: in writable memory its matrices take the 8-row groups instead). */
 static void test_packed_decode_identical(void **st) {
@@ -505,7 +505,7 @@ static void tiny_hf_vs_gguf(skv_arch arch) {
 static void test_tiny_llama_hf_vs_gguf(void **st) { (void)st; tiny_hf_vs_gguf(SKV_ARCH_LLAMA); }
 static void test_tiny_qwen2_hf_vs_gguf(void **st) { (void)st; tiny_hf_vs_gguf(SKV_ARCH_QWEN2); }
 
-/* The 8-row groups on a model (runtime/model_pack.c, kernels/cpu/vecdot_x8.c): a tiny Q4_K
+/* The 8-row groups on a model (runtime/model/model_pack.c, kernels/cpu/vecdot_x8.c): a tiny Q4_K
  * (and Q6_K) qwen2 (dim 256, ffn 512, vocab 304; tied and untied LM head) loads with every layer matrix
  * and the LM head regrouped in place. Against the same file loaded with SKV_LOAD_NO_PACK
  * (stored layout): the same weight fingerprint and stored rows; a 70-token prefill (the GEMM,

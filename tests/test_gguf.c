@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../kernels/cpu/quant.h"
-#include "../runtime/gguf.h"
-#include "../runtime/util.h"
-#include "support/gguf_writer.h"
+#include "kernels/cpu/quant.h"
+#include "runtime/model/gguf.h"
+#include "common/util.h"
+#include "tests/support/gguf_writer.h"
 
 static char g_dir[256];
 

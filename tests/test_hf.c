@@ -13,11 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "../runtime/forward.h"
-#include "../runtime/model.h"
-#include "../runtime/safetensors.h"
-#include "../runtime/util.h"
-#include "support/tiny_model.h"
+#include "runtime/backend/forward.h"
+#include "runtime/model/model.h"
+#include "runtime/model/safetensors.h"
+#include "common/util.h"
+#include "tests/support/tiny_model.h"
 
 /* ---- scratch directories ---- */
 

@@ -1,4 +1,4 @@
-/* test_hugemem.c: the huge-page arrays (runtime/hugemem.c) and their users: the model's
+/* test_hugemem.c: the huge-page arrays (runtime/model/hugemem.c) and their users: the model's
  * decode copies (one arena) and a forward state's KV cache (one arena per state).
  * Whether the kernel really backs them with 2 MiB pages depends on the machine's THP
  * setting, so it is reported, not asserted. */
@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../runtime/forward.h"
-#include "../runtime/hugemem.h"
-#include "../runtime/model.h"
-#include "../runtime/util.h"
-#include "../kernels/cpu/quant.h"
-#include "support/tiny_model.h"
+#include "runtime/backend/forward.h"
+#include "runtime/model/hugemem.h"
+#include "runtime/model/model.h"
+#include "common/util.h"
+#include "kernels/cpu/quant.h"
+#include "tests/support/tiny_model.h"
 
 static const size_t MIB = (size_t)1 << 20;
 

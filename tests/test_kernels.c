@@ -9,7 +9,7 @@
 #include <string.h>
 #include <math.h>
 #include <cmocka.h>
-#include "../kernels/cpu/ops.h"
+#include "kernels/cpu/ops.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1DULL;
 static float frand(void) {

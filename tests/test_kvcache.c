@@ -9,8 +9,8 @@
 #include <cmocka.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../runtime/kvcache.h"
-#include "../runtime/util.h"
+#include "runtime/kv/kvcache.h"
+#include "common/util.h"
 
 static uint32_t rng = 12345;
 static float frand(void) { rng = rng * 1664525u + 1013904223u; return (float)((rng >> 8) & 0xffff) / 32768.0f - 1.0f; }

@@ -1,7 +1,7 @@
 /* test_kvlog.c: the hot tier's slot-write log (kvcache.h) replayed into a mirror
  * (kvmirror.h) reproduces the hot arenas byte for byte: every used KV slot's K row, V row
  * and multiplicity and every used V-only slot's V row. This is the bookkeeping the CUDA
- * session (runtime/session_cuda.c) uses to keep the GPU copy of the hot tier current, here
+ * session (runtime/backend/session_cuda.c) uses to keep the GPU copy of the hot tier current, here
  * checked on the CPU with a second host copy as the mirror.
  *   - SmolLM2 as its own SLM (identity map), SmallKV and H2O at budget 20%: prefill, then
  *     32 greedy steps, the mirror synced and compared after the prefill and every step;
@@ -18,12 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../runtime/kvmirror.h"
-#include "../runtime/model.h"
-#include "../runtime/session.h"
-#include "../runtime/util.h"
-#include "support/tiny_model.h"
-#include "support/test_util.h"
+#include "runtime/kv/kvmirror.h"
+#include "runtime/model/model.h"
+#include "runtime/session/session.h"
+#include "common/util.h"
+#include "tests/support/tiny_model.h"
+#include "tests/support/test_util.h"
 
 static skv_model *tiny, *smol;
 

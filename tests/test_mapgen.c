@@ -12,9 +12,10 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../runtime/calib.h"
-#include "../runtime/profile.h"
-#include "../runtime/util.h"
+#include "calibrate/calib.h"
+#include "profiles/profile.h"
+#include "mapgen/mapping.h"
+#include "common/util.h"
 
 static char g_dir[256], g_bin[512];
 

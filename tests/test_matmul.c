@@ -19,12 +19,12 @@
 #include <math.h>
 #include <cmocka.h>
 #include <omp.h>
-#include "../kernels/cpu/cpu_caps.h"
-#include "../kernels/cpu/matmul.h"
-#include "../kernels/cpu/ops.h"
-#include "../kernels/cpu/vecdot.h"
-#include "../runtime/model.h"
-#include "../runtime/util.h"
+#include "kernels/cpu/cpu_caps.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/vecdot.h"
+#include "runtime/model/model.h"
+#include "common/util.h"
 
 static uint64_t rng = 88172645463325252ULL;
 static float frand(void) {           /* uniform in [-1, 1) */

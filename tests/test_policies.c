@@ -9,8 +9,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../runtime/policy.h"
-#include "../runtime/util.h"
+#include "runtime/policies/policy.h"
+#include "common/util.h"
 
 #define NMAX 64
 typedef struct { int kv[NMAX], v[NMAX], itmp[NMAX]; float ftmp[NMAX]; unsigned char mark[NMAX]; } bufs;

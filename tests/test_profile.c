@@ -13,14 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../runtime/calib.h"
-#include "../runtime/fingerprint.h"
-#include "../runtime/model.h"
-#include "../runtime/mapping.h"
-#include "../runtime/profile.h"
-#include "../runtime/report_html.h"
-#include "../runtime/util.h"
-#include "support/calib_fixtures.h"
+#include "calibrate/calib.h"
+#include "runtime/model/fingerprint.h"
+#include "runtime/model/model.h"
+#include "mapgen/mapping.h"
+#include "profiles/profile.h"
+#include "mapgen/report_html.h"
+#include "common/util.h"
+#include "tests/support/calib_fixtures.h"
 
 static char g_dir[256];
 static int setup_dir(void **st) {

@@ -19,9 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../kernels/cpu/quant.h"
-#include "../runtime/gguf.h"
-#include "../runtime/util.h"
+#include "kernels/cpu/quant.h"
+#include "runtime/model/gguf.h"
+#include "common/util.h"
 
 static void expect_near(float got, float want, float tol, const char *what, int i) {
     if (!(fabsf(got - want) <= tol)) {

@@ -21,13 +21,13 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../runtime/calib.h"
-#include "../runtime/gguf.h"
-#include "../runtime/model.h"
-#include "../runtime/profile.h"
-#include "../runtime/safetensors.h"
-#include "../runtime/tokenizer.h"
-#include "../runtime/util.h"
+#include "calibrate/calib.h"
+#include "runtime/model/gguf.h"
+#include "runtime/model/model.h"
+#include "profiles/profile.h"
+#include "runtime/model/safetensors.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "common/util.h"
 
 static char g_dir[256];
 

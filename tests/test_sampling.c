@@ -1,4 +1,4 @@
-/* test_sampling.c: the next-token rule (runtime/sampling.c) that the CPU session API and
+/* test_sampling.c: the next-token rule (runtime/session/sampling.c) that the CPU session API and
  * the CUDA generate path share:
  *   - argmax takes the first maximum;
  *   - temperature <= 0 or no rng state is greedy and leaves the state alone;
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
-#include "../runtime/sampling.h"
+#include "runtime/session/sampling.h"
 
 static void test_argmax_first(void **st) {
     (void)st;

@@ -20,12 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../runtime/forward.h"
-#include "../runtime/model.h"
-#include "../runtime/session.h"
-#include "../runtime/util.h"
-#include "support/tiny_model.h"
-#include "support/test_util.h"
+#include "runtime/backend/forward.h"
+#include "runtime/model/model.h"
+#include "runtime/session/session.h"
+#include "common/util.h"
+#include "tests/support/tiny_model.h"
+#include "tests/support/test_util.h"
 
 static skv_model *tiny, *smol;
 

@@ -1,7 +1,7 @@
 /* test_session_cuda_host.c: the host side of the GPU decode of a compressed-cache session
- * (runtime/session_cuda.c), run on the CPU against a fake device.
+ * (runtime/backend/session_cuda.c), run on the CPU against a fake device.
  *
- * runtime/session_cuda.c is compiled here a second time, with SKV_CUDA set and every
+ * runtime/backend/session_cuda.c is compiled here a second time, with SKV_CUDA set and every
  * backend / device-forward function it calls renamed to a fake defined below: "device"
  * memory is host memory, copies are memcpy, the copy queue performs its row scatter at
  * once, skv_cuda_compensate is the CPU's skv_compensate, and the device forward passes are
@@ -56,11 +56,11 @@
 #ifndef SKV_CUDA
 #define SKV_CUDA 1
 #endif
-#include "../runtime/session_cuda.c"
+#include "runtime/backend/session_cuda.c"
 
-#include "../kernels/cpu/compensate.h"
-#include "support/tiny_model.h"
-#include "support/test_util.h"
+#include "kernels/cpu/compensate.h"
+#include "tests/support/tiny_model.h"
+#include "tests/support/test_util.h"
 
 /* ---------------------------------------------------------------- fake device */
 

@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../runtime/gguf.h"
-#include "../runtime/tokenizer.h"
-#include "../runtime/tokenizer_internal.h"
-#include "../runtime/util.h"
-#include "support/gguf_writer.h"
+#include "runtime/model/gguf.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "runtime/tokenizer/tokenizer_internal.h"
+#include "common/util.h"
+#include "tests/support/gguf_writer.h"
 
 /* ---------------------------------------------------------------- fixtures */
 

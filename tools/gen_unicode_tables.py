@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""gen_unicode_tables.py: writes runtime/unicode_tables.c, the code point class table the
+"""gen_unicode_tables.py: writes runtime/tokenizer/unicode_tables.c, the code point class table the
 tokenizer's pre-tokenizers need (\\p{L} letters, \\p{N} numbers), from Python's unicodedata.
 
-Usage: python3 tools/gen_unicode_tables.py > runtime/unicode_tables.c
+Usage: python3 tools/gen_unicode_tables.py > runtime/tokenizer/unicode_tables.c
 Each entry is a maximal range [lo, hi] of code points with the same class (L or N); code
 points in no range are "other". Whitespace (\\s) is the small fixed White_Space list in
 tokenizer_pretok.c and is not generated here."""

@@ -12,7 +12,7 @@
  * version with expf. */
 #include "attention.h"
 #include "simd_math.h"
-#include "../../runtime/util.h"
+#include "common/util.h"
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
  * AVX2 (fp16 rows converted with F16C) and is tested against it. */
 #include "compensate.h"
 #include "simd_math.h"
-#include "../../runtime/util.h"
+#include "common/util.h"
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>

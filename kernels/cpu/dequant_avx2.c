@@ -9,7 +9,7 @@
  * Rows read from mmapped files need not be aligned: all loads are unaligned. */
 #include "dequant.h"
 #include "quant.h"
-#include "../../runtime/util.h"
+#include "common/util.h"
 #include <immintrin.h>
 #include <string.h>
 

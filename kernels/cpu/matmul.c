@@ -7,7 +7,7 @@
  *       the work is under GEMV_PAR_BYTES); at T = 1 the 32-wide types, Q4_K and Q6_K use the
  *       4-row kernels (skv_vec_dot4_for), the rest the 1-row dots; at T > 1 each weight row is unpacked once
  *       for up to 4 activation rows (skv_vec_dotn_for), bit-identical to the T = 1 results.
- *       A matrix with a pair-packed copy (W->pack, runtime/model_pack.c) runs its 4-row
+ *       A matrix with a pair-packed copy (W->pack, runtime/model/model_pack.c) runs its 4-row
  *       groups on that copy (skv_vec_dot4_packed_for), bit-identical to the stored rows.
  *   skv_matmul_multi: several matrices over the same x (q/k/v, gate/up) share one
  *       quantised copy of x and one parallel region (fewer fork/joins per token).
@@ -26,7 +26,7 @@
 #include "vecdot.h"
 #include "dequant.h"
 #include "ops.h"
-#include "../../runtime/util.h"
+#include "common/util.h"
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,7 +144,7 @@ typedef struct {
 } gemv_job;
 
 /* The job of W (cols columns) writing y from the quantised activation act (ab bytes a row).
- * A matrix with a pair-packed copy (W->pack, runtime/model_pack.c) runs its 4-row groups on
+ * A matrix with a pair-packed copy (W->pack, runtime/model/model_pack.c) runs its 4-row groups on
  * that copy with the packed kernel: the same bits as the stored rows' 4-row kernel. */
 static gemv_job make_job(float *y, const skv_weight *W, const uint8_t *act, size_t ab) {
     const bool packed = W->pack && skv_vec_dot4_packed_for(W->type);

@@ -10,7 +10,7 @@
 #define SKV_MATMUL_H
 #include <stddef.h>
 #include <stdint.h>
-#include "../../runtime/model.h"
+#include "kernels/tensor.h"
 
 void skv_matmul(float *y, const float *x, const skv_weight *W, int T);
 void skv_matmul_ref(float *y, const float *x, const skv_weight *W, int T);

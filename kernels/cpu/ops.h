@@ -1,7 +1,7 @@
 /* ops.h: small elementwise kernels of the decoder: RMSNorm, RoPE, SwiGLU, softmax. */
 #ifndef SKV_OPS_H
 #define SKV_OPS_H
-#include "../../runtime/model.h"
+#include "kernels/tensor.h"
 
 /* out (T, n) = x (T, n) / rms(x) * w (n) */
 void skv_rmsnorm(float *out, const float *x, const float *w, int T, int n, float eps);

@@ -8,7 +8,7 @@
  * size (skv_row_bytes checks both); otherwise the error is recorded and dequant fills
  * dst with NaN so the misuse cannot go unnoticed. */
 #include "quant.h"
-#include "../../runtime/util.h"
+#include "common/util.h"
 #include <math.h>
 #include <string.h>
 

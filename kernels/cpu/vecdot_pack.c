@@ -21,7 +21,7 @@
  * thread, L3-resident 4864 x 896 Q5_0: 17.5 -> 24.3 GB/s.
  *
  * The copy costs memory (the model keeps the stored blocks for prefill and the other
- * paths), so runtime/model.c makes it only for the matrices the decode GEMV reads. */
+ * paths), so runtime/model/model.c makes it only for the matrices the decode GEMV reads. */
 #include <string.h>
 #include "vecdot.h"
 #include "vecdot_simd.h"

@@ -10,7 +10,7 @@
  *
  * Group g (rows 8g .. 8g+7) takes the same bytes as those 8 stored rows, at the same
  * offset (8g rows x row bytes); block column i of the group is one x8 block of 8 stored
- * blocks' bytes, so a matrix is repacked in place (runtime/model_pack.c) and costs no
+ * blocks' bytes, so a matrix is repacked in place (runtime/model/model_pack.c) and costs no
  * memory. Every quant vector of an x8 block holds 4 bytes of each row (row r at bytes
  * 4r .. 4r+3), so a maddubs with 4 activation bytes broadcast to all lanes gives each
  * row's products in that row's lane.

@@ -11,16 +11,16 @@
  *
  * The implementation is compiled only with `make CUDA=1` (SKV_CUDA defined for C files).
  * Mirrors: kernels/cpu/matmul.h -> matmul.cu, attention.h -> attention.cu,
- * ops.h -> ops.cu, compensate.h -> compensate.cu, runtime/select.h skv_topk -> topk.cu.
+ * ops.h -> ops.cu, compensate.h -> compensate.cu, topk.h -> topk.cu.
  * copyq.cu (no CPU mirror): pinned host memory and the copy stream of the CUDA session's
- * hot-tier uploads (runtime/session_cuda.c). */
+ * hot-tier uploads (runtime/backend/session_cuda.c). */
 #ifndef SKV_CUDA_BACKEND_H
 #define SKV_CUDA_BACKEND_H
 #include <stddef.h>
 #include <stdint.h>
-#include "../../runtime/model.h"
-#include "../cpu/attention.h"
-#include "../cpu/compensate.h"
+#include "kernels/tensor.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/compensate.h"
 
 /* ---------------------------------------------------------------- device */
 
@@ -122,7 +122,7 @@ int skv_cuda_add_bias(float *y, const float *b, int T, int n);
 /* x (n) += y (n) */
 int skv_cuda_add(float *x, const float *y, size_t n);
 /* src (T, Hkv, d) fp32 -> one layer's cache (Hkv, S_cap, d) at rows pos0 .. pos0+T-1, stored as
- * fp16 (f16 != 0, round to nearest even) or fp32: runtime/forward.c's cache_write. */
+ * fp16 (f16 != 0, round to nearest even) or fp32: runtime/backend/forward.c's cache_write. */
 int skv_cuda_kv_write(void *cache, const float *src, int T, int Hkv, int d, int S_cap, int pos0, int f16);
 /* Free and total device memory in bytes (cudaMemGetInfo). -1 + error without a device. */
 int skv_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);

@@ -24,7 +24,7 @@
 
 extern "C" {
 #include "backend.h"
-#include "../../runtime/util.h"
+#include "common/util.h"
 }
 
 /* ---------------------------------------------------------------- checked calls */

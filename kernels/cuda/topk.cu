@@ -1,4 +1,4 @@
-/* topk.cu: per-head top-k selection on the device (mirror of skv_topk in runtime/select.c
+/* topk.cu: per-head top-k selection on the device (mirror of skv_topk in kernels/cpu/topk.c
  * followed by skv_sort_ints: the same chosen set, positions in ascending order).
  *
  *   score (H rows, stride) -> idx (H, k): the k positions with the highest score

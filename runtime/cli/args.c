@@ -1,6 +1,6 @@
 /* args.c: option parsing and error printing shared by the smallkv subcommands. */
 #include "cli.h"
-#include "../util.h"
+#include "common/util.h"
 #include <errno.h>
 #include <omp.h>
 #include <stdarg.h>

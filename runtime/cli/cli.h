@@ -4,14 +4,14 @@
 #ifndef SKV_CLI_H
 #define SKV_CLI_H
 #include <stdbool.h>
-#include "../model.h"
+#include "runtime/model/model.h"
 
 enum { CLI_OK = 0, CLI_ERR = 1, CLI_USAGE = 2 };
 
 int cmd_info(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
-int cmd_eval(int argc, char **argv);   /* runtime/cli/eval.c */
+int cmd_eval(int argc, char **argv);   /* eval/tasks.c */
 int cmd_profile(int argc, char **argv);
 
 /* `smallkv generate --device cuda` (runtime/cli/generate_cuda.c): policy full on the GPU
@@ -35,7 +35,7 @@ int cli_generate_cuda(const cli_gen_cuda *a);
 
 /* `smallkv generate --device cuda` with a compressed-cache policy (h2o, smallkv, ...): the
  * session is made and prefilled on the CPU through the public API, then its decode moves
- * to the GPU (runtime/session_cuda.h). cli_answer_cuda samples from the session's logits,
+ * to the GPU (runtime/backend/session_cuda.h). cli_answer_cuda samples from the session's logits,
  * streams up to n_gen tokens and steps on the device; the uploaded models are kept in
  * *dev across prompts (cli_gpu_free at the end). -1 + error. */
 struct smallkv_pair;

@@ -7,9 +7,9 @@
  *                 compressed state, so every prompt continues from the same context.
  * Tokens stream to stdout; --stats prints memory per tier and speed on stderr. */
 #include "cli.h"
-#include "../../include/smallkv.h"
-#include "../forward_cuda.h"
-#include "../util.h"
+#include "include/smallkv.h"
+#include "runtime/backend/forward_cuda.h"
+#include "common/util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,21 +1,21 @@
 /* generate_cuda.c: `smallkv generate --device cuda`: greedy / sampled generation on the GPU.
- *   policy full         the full KV cache on the GPU (runtime/forward_cuda.h), prefill and
+ *   policy full         the full KV cache on the GPU (runtime/backend/forward_cuda.h), prefill and
  *                       decode; each --prompt is prefilled in a fresh sequence and answered
  *                       (cli_generate_cuda);
  *   compressed policies generate.c makes and prefills the session on the CPU through the
  *                       public API; cli_answer_cuda moves its decode to the GPU
- *                       (runtime/session_cuda.h: selection on the host, hot tier and
+ *                       (runtime/backend/session_cuda.h: selection on the host, hot tier and
  *                       attention on the device, the SmallKV SLM on the device too).
  * Tokenisation, BOS, chat template, stop tokens and sampling follow the CPU path
  * (runtime/api.c) so that both devices produce the same text where the logits agree.
  * Built without CUDA it reports "built without CUDA (make CUDA=1)". */
 #include "cli.h"
-#include "../../include/smallkv.h"
-#include "../forward_cuda.h"
-#include "../session_cuda.h"
-#include "../tokenizer.h"
-#include "../sampling.h"
-#include "../util.h"
+#include "include/smallkv.h"
+#include "runtime/backend/forward_cuda.h"
+#include "runtime/backend/session_cuda.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "runtime/session/sampling.h"
+#include "common/util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,10 +7,10 @@
  * cache; every position after its first is scored: NLL of token t+1 given tokens 0..t of the
  * window. ppl = exp(total NLL / scored tokens). */
 #include "cli.h"
-#include "../forward.h"
-#include "../forward_cuda.h"
-#include "../tokenizer.h"
-#include "../util.h"
+#include "runtime/backend/forward.h"
+#include "runtime/backend/forward_cuda.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "common/util.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
-/* profile.c: `smallkv profile show PROFILE`: print a SmallKV profile (runtime/profile.h):
+/* profile.c: `smallkv profile show PROFILE`: print a SmallKV profile (profiles/profile.h):
  * the models it was made for, the calibration behind it, the mapping metric and depth. */
 #include "cli.h"
-#include "../profile.h"
+#include "profiles/profile.h"
 #include <stdio.h>
 #include <string.h>
 

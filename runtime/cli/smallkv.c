@@ -4,10 +4,10 @@
  *   smallkv ppl MODEL FILE ...    runtime/cli/ppl.c
  *   smallkv profile show P        runtime/cli/profile.c */
 #include "cli.h"
-#include "../tokenizer.h"
-#include "../util.h"
-#include "../../kernels/cpu/cpu_caps.h"
-#include "../../kernels/cpu/quant.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "common/util.h"
+#include "kernels/cpu/cpu_caps.h"
+#include "kernels/cpu/quant.h"
 #include <stdio.h>
 #include <string.h>
 

@@ -3,7 +3,7 @@
 #ifndef SKV_TEST_CALIB_FIXTURES_H
 #define SKV_TEST_CALIB_FIXTURES_H
 #include <stdint.h>
-#include "../../runtime/calib.h"
+#include "calibrate/calib.h"
 
 extern uint64_t g_rng;     /* LCG state: tests seed it before drawing */
 float frand(void);         /* next value in [0, 1) */

@@ -1,9 +1,9 @@
 /* gguf_writer.c: serialise metadata and tensors into a GGUF v3 byte image (tests only).
- * Layout mirrors runtime/gguf.c's description: header, kv section, tensor infos,
+ * Layout mirrors runtime/model/gguf.c's description: header, kv section, tensor infos,
  * padding to the alignment, data section with each tensor aligned. */
 #include "gguf_writer.h"
-#include "../../runtime/util.h"
-#include "../../kernels/cpu/quant.h"
+#include "common/util.h"
+#include "kernels/cpu/quant.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

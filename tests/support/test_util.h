@@ -3,8 +3,8 @@
 #ifndef SKV_TEST_UTIL_H
 #define SKV_TEST_UTIL_H
 #include <stdint.h>
-#include "../../runtime/model.h"
-#include "../../runtime/session.h"
+#include "runtime/model/model.h"
+#include "runtime/session/session.h"
 
 /* index of the largest of x[0..n-1] (the first on ties) */
 int test_argmax(const float *x, int n);

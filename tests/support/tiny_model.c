@@ -2,7 +2,7 @@
  * (see tiny_model.h). Test support only. */
 #include "tiny_model.h"
 #include "gguf_writer.h"
-#include "../../runtime/util.h"
+#include "common/util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #define SKV_TINY_MODEL_H
 #include <stddef.h>
 #include <stdint.h>
-#include "../../runtime/model.h"
+#include "runtime/model/model.h"
 
 typedef struct {
     float *attn_norm;          /* [C] */

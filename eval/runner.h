@@ -1,0 +1,110 @@
+/* runner.h: the evaluation harness's runners over sessions (session.h):
+ *   policy specs   "name[:mod[:mod...]]", e.g. "h2o", "smallkv:mass:online", parsed into
+ *                  session options with a canonical label (the label names the cell);
+ *   fidelity       one document, teacher-forced: one exact prefill (a prefill base, see
+ *                  skv_session_derive) is derived into every cell (each compresses it to its
+ *                  policy and budget) and into the full-cache reference; then all step in lock
+ *                  step over the rest of the document, batched (skv_session_step_batch), and
+ *                  are compared with the reference (the same decode path, so full vs full is
+ *                  exact);
+ *   generate       the same for one context and many cells: one exact prefill derived into
+ *                  every cell, the question fed as decode steps, then greedy decoding of all
+ *                  cells together until each stops (stop token / stop callback / max_new).
+ * Cells that cannot be derived (a compressed SLM cache, another observation window) prefill
+ * themselves; the cell records say which. */
+#ifndef SKV_EVAL_RUN_H
+#define SKV_EVAL_RUN_H
+#include <stdbool.h>
+#include "metrics.h"
+#include "runtime/model/model.h"
+#include "runtime/session/session.h"
+
+/* SmallKV modifiers: sum | mass | renorm (combine), profile | online (mapping), nosal
+ * (no saliency), nomarg (no marginal), adaptive (adaptive split), depth=N (SLM layers),
+ * slmb=F (SLM cache H2O-compressed to F). Any policy: sinks=N, window=N. */
+typedef struct {
+    char label[128];           /* canonical: "smallkv:mass:profile" ... */
+    char policy[24];
+    skv_policy_opts popts;
+    bool online;
+    int slm_depth;             /* 0: the profile's (deepest mapped layer + 1) */
+    double slm_budget;         /* 0 / >= 1: full SLM cache */
+} skv_eval_pol;
+
+/* Parse spec on top of the defaults in *out (fill out with skv_eval_pol_default first).
+ * -1 + error naming the bad modifier. */
+void skv_eval_pol_default(skv_eval_pol *p);
+int skv_eval_pol_parse(const char *spec, skv_eval_pol *out);
+
+typedef struct {
+    const skv_model *llm, *slm;   /* slm may be NULL when no smallkv cell runs */
+    const int *map;               /* profile map [L*H] or NULL (then smallkv needs :online) */
+    bool kv_f16;
+    int T_max;                    /* prefill block (default 256) */
+    int batch;                    /* sessions per batched decode step; <= 1: one by one, and
+                                     fidelity then times every cell's steps */
+} skv_eval_ctx;
+
+/* A session for a policy at a budget (fraction; full ignores it). NULL + error. */
+skv_session *skv_eval_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx);
+
+/* The prefill base for cells pols[0..n): with the SLM (all layers) when a smallkv cell
+ * derives from it. NULL + error. */
+skv_session *skv_eval_base(const skv_eval_ctx *c, const skv_eval_pol *const *pols, int n, int max_ctx);
+/* A cell's session after the prefill of tokens[0..n_tok): derived from base (may be NULL)
+ * when possible (*derived = true), else prefilled by itself. NULL + error. */
+skv_session *skv_eval_cell_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx,
+                                   skv_session *base, const int *tokens, int n_tok, bool *derived);
+
+/* One fidelity cell: inputs pol/budget; outputs acc, mem (at the last step), seconds. */
+typedef struct {
+    const skv_eval_pol *pol;
+    double budget;
+    skv_fid_acc acc;
+    skv_session_mem mem;
+    double seconds;               /* decode time of this cell (when timed, i.e. c->batch <= 1) */
+    bool timed;
+    double slm_s;                 /* of seconds, the SLM's part (smallkv) */
+    double prefill_s;             /* the shared prefill + this cell's derive (or own prefill) */
+    bool shared_prefill;          /* derived from the shared prefill */
+    int restores;
+    int agree_heads, heads;       /* smallkv online: LLM heads whose online map equals c->map
+                                     (heads = 0 when not applicable) */
+    int agree_full;               /* ... equal to map_full (when given) */
+} skv_fid_cell;
+
+/* progress(u, done, total): done of total decode steps for this document. */
+typedef void (*skv_eval_progress)(void *u, long done, long total);
+
+/* Teacher-forced fidelity of every cell over tokens[0..N): prefill P, then steps over
+ * tokens P .. N-2, comparing logits predicting tokens P+1 .. N-1. map_full (may be NULL):
+ * the profile's unrestricted map, for the online agreement. -1 + error. */
+int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, skv_fid_cell *cells, int n_cells,
+                      const int *map_full, skv_eval_progress progress, void *u);
+
+typedef bool (*skv_eval_stop)(const char *text, void *u);   /* text generated so far */
+
+typedef struct {
+    char *text;                   /* generated text (heap) */
+    int n_gen;                    /* tokens generated */
+    double prefill_s, decode_s;
+    skv_session_mem mem;
+} skv_gen_out;
+
+typedef struct {
+    const skv_eval_pol *pol;      /* in */
+    double budget;                /* in */
+    skv_gen_out out;              /* out: decode_s is the wall time of all cells together */
+    bool shared_prefill;          /* out */
+} skv_gen_cell;
+
+/* For every cell: prefill ctx (n_ctx >= 1) once for all, step the question tokens
+ * (n_q >= 0), then generate greedily up to max_new tokens; stop(text, u) is asked per cell.
+ * -1 + error (no texts left allocated). */
+int skv_eval_generate_cells(const skv_eval_ctx *c, skv_gen_cell *cells, int n, const int *ctx, int n_ctx, const int *q,
+                            int n_q, int max_new, skv_eval_stop stop, void *u);
+/* One cell (skv_eval_generate_cells with n = 1). */
+int skv_eval_generate(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, const int *ctx, int n_ctx,
+                      const int *q, int n_q, int max_new, skv_eval_stop stop, void *u, skv_gen_out *out);
+
+#endif

@@ -1,0 +1,626 @@
+/* tasks.c: `smallkv eval TASK`: the evaluation harness (docs/evaluation protocol,
+ * shared/spec/evaluation.md): runs a grid of policies x budgets on one model pair over a
+ * task and writes one JSON record per unit (eval/store.h), resumably.
+ *   fidelity     teacher-forced KL / top-1 / perplexity vs the full cache (section 1)
+ *   passkey      retrieval of a 5-digit key after query-agnostic compression (section 2)
+ *   gsm8k, bbh   greedy CoT exact match on fixed subsets (section 3)
+ *   calibration  profile vs online mapping: agreement and fidelity of each (section 4)
+ *   report       tables and SVG plots from results files (eval/report.c) */
+#include "runtime/cli/cli.h"
+#include "data.h"
+#include "runner.h"
+#include "store.h"
+#include "runtime/model/fingerprint.h"
+#include "profiles/profile.h"
+#include "common/sha256.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "common/util.h"
+#include <cJSON.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int cmd_eval_report(int argc, char **argv);
+
+static const char *EVAL_USAGE =
+    "usage: smallkv eval TASK --llm MODEL [options] -o RESULTS.json\n"
+    "       smallkv eval report RESULTS.json [MORE.json ...] -o docs/results.md\n"
+    "TASK: fidelity | passkey | gsm8k | bbh | calibration\n"
+    "  --llm MODEL          the large model (GGUF or HF directory)\n"
+    "  --slm MODEL          the small model (needed by smallkv cells)\n"
+    "  --profile FILE       SmallKV profile (.skvprof) for the pair; checked against both models\n"
+    "  --mapping M          profile | online: default mapping of smallkv cells (default: profile\n"
+    "                       when --profile is given, else online)\n"
+    "  --policies LIST      comma-separated policy specs (default full,streamingllm,h2o,snapkv,\n"
+    "                       pyramidkv,adakv,smallkv); modifiers after ':', e.g. smallkv:mass:online,\n"
+    "                       smallkv:nosal, smallkv:nomarg, smallkv:adaptive, smallkv:score=acc, smallkv:depth=16,\n"
+    "                       smallkv:slmb=0.4, h2o:sinks=8\n"
+    "  --combine C          default smallkv combine: sum | mass | renorm (default renorm)\n"
+    "  --budgets LIST       fractions of the full cache (default 0.05,0.1,0.2,0.4); full runs once\n"
+    "  --limit N            units per task: documents per corpus (fidelity, calibration; default 1),\n"
+    "                       problems (gsm8k, default 20), examples per bbh task (default 10)\n"
+    "  --tokens N           fidelity document length (default 2048)\n"
+    "  --prefill P          fidelity prefill length (default 512)\n"
+    "  --corpora LIST       fidelity corpora (default wikitext2,pg-essays)\n"
+    "  --lengths LIST       passkey context lengths (default 1024,2048,4096)\n"
+    "  --depths LIST        passkey depths in percent (default 0,25,50,75,100)\n"
+    "  --bbh-tasks LIST     (default date_understanding,logical_deduction_five_objects,\n"
+    "                       tracking_shuffled_objects_five_objects,multistep_arithmetic_two)\n"
+    "  --max-new N          generated tokens at most (gsm8k, bbh: 256; passkey: 8)\n"
+    "  --data DIR           data folder (default $SKV_DATA_DIR or ../shared/data)\n"
+    "  --kv f16|f32         KV element type (default f16)\n"
+    "  --threads N          OpenMP threads (default: all cores)\n"
+    "  --batch N            cells decoded together per step (default 16); 1 steps them one by\n"
+    "                       one and times each fidelity cell (for speed comparisons)\n"
+    "  -o FILE              results JSON: created, or resumed (units already there are skipped)\n"
+    "One exact prefill per unit serves every cell (derived sessions, see session.h).\n"
+    "Records are written after every unit (atomic rewrite); progress and ETA go to stderr (a\n"
+    "line per unit or per minute when stderr is not a terminal).\n";
+
+#define MAXL 64
+
+typedef struct {
+    const char *task, *llm_path, *slm_path, *profile_path, *out, *data_dir, *mapping, *kv;
+    char *pol_specs[MAXL]; int n_pols;
+    double budgets[MAXL]; int n_budgets;
+    char *corpora[MAXL]; int n_corpora;
+    int lengths[MAXL]; int n_lengths;
+    int depths[MAXL]; int n_depths;
+    char *bbh_tasks[MAXL]; int n_bbh;
+    int limit, tokens, prefill, max_new, threads, combine, batch;
+    /* loaded */
+    skv_model *llm, *slm;
+    skv_profile *prof;
+    skv_model_fp fp_llm, fp_slm;
+    char prof_sha[65];
+    skv_eval_pol pols[MAXL];
+    skv_eval_ctx ctx;
+    skv_eval_store *store;
+    char git[64], command[2048];
+    /* progress */
+    double t_start, work_total, work_done, unit_work;
+    const char *unit_name;
+} eval_cfg;
+
+/* ------------------------------------------------------------------ list parsing */
+
+static int split(const char *s, char **out, int max) {
+    int n = 0;
+    char *dup = skv_strdup(s), *save = NULL;
+    if (!dup) return -1;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == max) { free(dup); return -1; }
+        out[n++] = skv_strdup(t);
+    }
+    free(dup);
+    return n;
+}
+
+static int split_num(const char *s, double *out, int max, double lo, double hi) {
+    char *parts[MAXL];
+    int n = split(s, parts, max < MAXL ? max : MAXL);
+    if (n <= 0) return -1;
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        char *end;
+        out[i] = strtod(parts[i], &end);
+        if (*end || !(out[i] >= lo && out[i] <= hi)) bad = 1;
+        free(parts[i]);
+    }
+    return bad ? -1 : n;
+}
+
+static void git_commit(char *out, size_t n) {
+    const char *env = getenv("SKV_GIT_COMMIT");
+    if (env && *env) { snprintf(out, n, "%s", env); return; }
+    snprintf(out, n, "unknown");
+    FILE *f = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
+    if (!f) return;
+    char buf[64] = {0};
+    if (fgets(buf, sizeof buf, f)) {
+        buf[strcspn(buf, "\n")] = 0;
+        if (buf[0]) snprintf(out, n, "%s", buf);
+    }
+    pclose(f);
+    f = popen("git status --porcelain -uno 2>/dev/null | head -1", "r");
+    if (!f) return;
+    if (fgets(buf, sizeof buf, f) && buf[0] && strlen(out) + 7 < n) strcat(out, "-dirty");
+    pclose(f);
+}
+
+/* ------------------------------------------------------------------ progress */
+
+static void fmt_dur(double s, char *b, size_t n) {
+    if (!(s >= 0) || s > 1e7) { snprintf(b, n, "?"); return; }
+    int h = (int)(s / 3600), m = (int)(s / 60) % 60, sec = (int)s % 60;
+    if (h) snprintf(b, n, "%dh%02dm", h, m);
+    else snprintf(b, n, "%dm%02ds", m, sec);
+}
+
+static void show_progress(eval_cfg *c, double unit_frac) {
+    const bool tty = isatty(2);
+    static double last_line;   /* off a terminal: a line per unit, or per minute within one */
+    if (!tty && unit_frac > 0 && skv_now() - last_line < 60) return;
+    if (!tty) last_line = skv_now();
+    double done = c->work_done + unit_frac * c->unit_work, el = skv_now() - c->t_start;
+    char e1[32], e2[32];
+    fmt_dur(el, e1, sizeof e1);
+    fmt_dur(done > 0 ? el / done * (c->work_total - done) : -1, e2, sizeof e2);
+    fprintf(stderr, "%s[%s] %-40.40s %5.1f%%  elapsed %s  ETA %s   %s", tty ? "\r" : "", c->task,
+            c->unit_name ? c->unit_name : "", c->work_total > 0 ? 100.0 * done / c->work_total : 0, e1, e2,
+            tty ? "" : "\n");
+    fflush(stderr);
+}
+
+static void fid_progress(void *u, long done, long total) {
+    eval_cfg *c = u;
+    if (done % 16 == 0 || done == total) show_progress(c, total ? (double)done / total : 1);
+}
+
+/* ------------------------------------------------------------------ records */
+
+static cJSON *fp_json(const char *path, const skv_model_fp *fp) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "path", path);
+    cJSON_AddStringToObject(o, "name", fp->name);
+    cJSON_AddStringToObject(o, "arch", fp->arch);
+    cJSON_AddStringToObject(o, "weight_hash", fp->weight_hash);
+    cJSON_AddStringToObject(o, "tokenizer_hash", fp->tokenizer_hash);
+    return o;
+}
+
+static const char *combine_str(skv_combine x) { return x == SKV_COMBINE_MASS ? "mass" : x == SKV_COMBINE_RENORM ? "renorm" : "sum"; }
+
+static bool is_smallkv(const skv_eval_pol *p) { return !strcmp(p->policy, "smallkv"); }
+
+static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n) {
+    snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s", c->task, unit, p->label,
+             strcmp(p->policy, "full") ? budget : 1.0, c->fp_llm.weight_hash,
+             is_smallkv(p) ? c->fp_slm.weight_hash : "-", is_smallkv(p) && !p->online && c->prof ? c->prof_sha : "-", c->kv);
+}
+
+static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol *p, double budget, cJSON *unit) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "key", key);
+    cJSON_AddStringToObject(r, "task", c->task);
+    cJSON_AddItemToObject(r, "unit", unit);
+    cJSON_AddStringToObject(r, "policy", p->label);
+    cJSON_AddStringToObject(r, "policy_name", p->policy);
+    cJSON_AddNumberToObject(r, "budget", strcmp(p->policy, "full") ? budget : 1.0);
+    cJSON *o = cJSON_AddObjectToObject(r, "options");
+    cJSON_AddNumberToObject(o, "sinks", p->popts.sinks);
+    cJSON_AddNumberToObject(o, "window", p->popts.window);
+    if (is_smallkv(p)) {
+        cJSON_AddStringToObject(o, "combine", combine_str(p->popts.combine));
+        cJSON_AddStringToObject(o, "mapping", p->online ? "online" : "profile");
+        cJSON_AddBoolToObject(o, "no_saliency", p->popts.no_saliency);
+        cJSON_AddBoolToObject(o, "no_marginal", p->popts.no_marginal);
+        cJSON_AddBoolToObject(o, "adaptive_split", p->popts.adaptive_split);
+        if (p->popts.slm_score != SKV_SLM_SCORE_ACC)   /* absent = acc: older records stay valid */
+            cJSON_AddStringToObject(o, "slm_score", skv_slm_score_name(p->popts.slm_score));
+        cJSON_AddNumberToObject(o, "slm_depth", p->slm_depth);
+        cJSON_AddNumberToObject(o, "slm_budget", p->slm_budget > 0 ? p->slm_budget : 1.0);
+    }
+    cJSON *m = cJSON_AddObjectToObject(r, "models");
+    cJSON_AddItemToObject(m, "llm", fp_json(c->llm_path, &c->fp_llm));
+    if (is_smallkv(p) && c->slm) cJSON_AddItemToObject(m, "slm", fp_json(c->slm_path, &c->fp_slm));
+    if (is_smallkv(p) && !p->online && c->prof) {
+        cJSON *pj = cJSON_AddObjectToObject(m, "profile");
+        cJSON_AddStringToObject(pj, "path", c->profile_path);
+        cJSON_AddStringToObject(pj, "sha256", c->prof_sha);
+        cJSON_AddNumberToObject(pj, "depth", c->prof->depth);
+    }
+    cJSON_AddStringToObject(r, "git", c->git);
+    cJSON_AddStringToObject(r, "command", c->command);
+    cJSON *s = cJSON_AddObjectToObject(r, "settings");
+    cJSON_AddNumberToObject(s, "threads", omp_get_max_threads());
+    cJSON_AddStringToObject(s, "kv", c->kv);
+    cJSON_AddStringToObject(s, "data_dir", c->data_dir);
+    char date[32];
+    time_t now = time(NULL);
+    struct tm tmv;
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tmv));
+    cJSON_AddStringToObject(r, "date", date);
+    return r;
+}
+
+static void add_mem(cJSON *r, const skv_session_mem *m) {
+    cJSON *o = cJSON_AddObjectToObject(r, "memory");
+    cJSON_AddNumberToObject(o, "hot_bytes", (double)m->hot_used);
+    cJSON_AddNumberToObject(o, "cold_bytes", (double)m->cold_used);
+    cJSON_AddNumberToObject(o, "slm_cache_bytes", (double)m->slm_cache);
+    cJSON_AddNumberToObject(o, "slm_weights_bytes", (double)m->slm_weights);
+    cJSON_AddNumberToObject(o, "hot_tokens", m->hot_tokens);
+    cJSON_AddNumberToObject(o, "budget_tokens", m->budget_tokens);
+    cJSON_AddNumberToObject(o, "full_equiv_bytes", (double)m->full_equiv);
+}
+
+/* ------------------------------------------------------------------ fidelity / calibration */
+
+static int run_fidelity(eval_cfg *c, bool calibration) {
+    /* cells: the grid, or for calibration smallkv profile vs online at each budget */
+    skv_eval_pol cal[2];
+    const skv_eval_pol *pl[MAXL];
+    int npl = 0;
+    if (calibration) {
+        if (!c->prof) { fprintf(stderr, "smallkv: eval calibration needs --profile\n"); return CLI_USAGE; }
+        for (int k = 0; k < 2; k++) {
+            skv_eval_pol_default(&cal[k]);
+            cal[k].popts.combine = c->combine;
+            if (skv_eval_pol_parse(k ? "smallkv:online" : "smallkv:profile", &cal[k])) return cli_fail(NULL);
+            pl[npl++] = &cal[k];
+        }
+    } else {
+        for (int i = 0; i < c->n_pols; i++) pl[npl++] = &c->pols[i];
+    }
+    const int steps = c->tokens - 1 - c->prefill;
+    if (steps < 1) { fprintf(stderr, "smallkv: --tokens must exceed --prefill + 1\n"); return CLI_USAGE; }
+    /* plan */
+    int n_units = c->n_corpora * c->limit;
+    c->work_total = 0;
+    for (int u = 0; u < n_units; u++) c->work_total += steps;   /* reference */
+    c->work_total *= 1 + npl * c->n_budgets;
+    for (int ci = 0; ci < c->n_corpora; ci++) {
+        size_t len;
+        char *text = skv_eval_corpus(c->data_dir, c->corpora[ci], &len);
+        if (!text) return cli_fail(NULL);
+        for (int d = 0; d < c->limit; d++) {
+            char unit[128];
+            snprintf(unit, sizeof unit, "%s#%d,N=%d,P=%d", c->corpora[ci], d, c->tokens, c->prefill);
+            skv_fid_cell cells[MAXL * MAXL / 4];
+            char keys[MAXL * MAXL / 4][512];
+            int n = 0;
+            for (int p = 0; p < npl; p++)
+                for (int b = 0; b < c->n_budgets; b++) {
+                    if (!strcmp(pl[p]->policy, "full") && b > 0) continue;
+                    if (n == (int)(sizeof cells / sizeof *cells)) break;
+                    make_key(c, unit, pl[p], c->budgets[b], keys[n], sizeof keys[n]);
+                    if (skv_store_has(c->store, keys[n])) continue;
+                    memset(&cells[n], 0, sizeof cells[n]);
+                    cells[n].pol = pl[p];
+                    cells[n].budget = c->budgets[b];
+                    n++;
+                }
+            if (!n) { c->work_done += (double)steps * (1 + npl * c->n_budgets); continue; }
+            int *toks = NULL;
+            if (skv_eval_document(c->llm->tok, text, len, c->tokens, d, &toks) < 0) { free(text); return cli_fail(c->corpora[ci]); }
+            c->unit_name = unit;
+            c->unit_work = (double)steps * (1 + n);
+            int rc = skv_eval_fidelity(&c->ctx, toks, c->tokens, c->prefill, cells, n,
+                                       c->prof ? c->prof->map_full : NULL, fid_progress, c);
+            free(toks);
+            if (rc) { free(text); for (int i = 0; i < n; i++) skv_fid_free(&cells[i].acc); return cli_fail(unit); }
+            c->work_done += (double)steps * (1 + npl * c->n_budgets);
+            show_progress(c, 0);
+            for (int i = 0; i < n; i++) {
+                skv_fid_summary s;
+                skv_fid_summarize(&cells[i].acc, &s);
+                cJSON *uj = cJSON_CreateObject();
+                cJSON_AddStringToObject(uj, "corpus", c->corpora[ci]);
+                cJSON_AddNumberToObject(uj, "doc", d);
+                cJSON_AddNumberToObject(uj, "tokens", c->tokens);
+                cJSON_AddNumberToObject(uj, "prefill", c->prefill);
+                cJSON *r = base_record(c, keys[i], cells[i].pol, cells[i].budget, uj);
+                cJSON *m = cJSON_AddObjectToObject(r, "metrics");
+                cJSON_AddNumberToObject(m, "steps", s.steps);
+                cJSON_AddNumberToObject(m, "kl_mean", s.kl_mean);
+                cJSON_AddNumberToObject(m, "kl_p95", s.kl_p95);
+                cJSON_AddNumberToObject(m, "kl_max", s.kl_max);
+                cJSON_AddNumberToObject(m, "top1", s.top1);
+                cJSON_AddNumberToObject(m, "ppl_full", s.ppl_ref);
+                cJSON_AddNumberToObject(m, "ppl", s.ppl_pol);
+                cJSON_AddNumberToObject(m, "ppl_ratio", s.ppl_ratio);
+                cJSON_AddNumberToObject(m, "nll_full_mean", log(s.ppl_ref));
+                cJSON_AddNumberToObject(m, "nll_mean", log(s.ppl_pol));
+                cJSON_AddNumberToObject(m, "restores", cells[i].restores);
+                if (cells[i].heads) {
+                    cJSON_AddNumberToObject(m, "map_agreement", (double)cells[i].agree_heads / cells[i].heads);
+                    cJSON_AddNumberToObject(m, "map_agreement_full", (double)cells[i].agree_full / cells[i].heads);
+                    cJSON_AddNumberToObject(m, "heads", cells[i].heads);
+                }
+                if (calibration && c->prof) {
+                    cJSON_AddNumberToObject(m, "profile_mean_matched_jaccard", skv_profile_mean_matched(c->prof, SKV_METRIC_JACCARD));
+                    cJSON_AddNumberToObject(m, "profile_mean_matched_cosine", skv_profile_mean_matched(c->prof, SKV_METRIC_COSINE));
+                }
+                add_mem(r, &cells[i].mem);
+                cJSON_AddBoolToObject(r, "shared_prefill", cells[i].shared_prefill);
+                cJSON_AddNumberToObject(r, "prefill_seconds", cells[i].prefill_s);
+                cJSON_AddNumberToObject(r, "batch", c->ctx.batch > 1 ? c->ctx.batch : 1);
+                if (cells[i].timed) {   /* decode time of this cell alone (--batch 1) */
+                    cJSON_AddNumberToObject(r, "seconds", cells[i].seconds);
+                    cJSON_AddNumberToObject(r, "seconds_per_step", cells[i].seconds / (s.steps ? s.steps : 1));
+                    if (is_smallkv(cells[i].pol)) cJSON_AddNumberToObject(r, "slm_seconds", cells[i].slm_s);
+                }
+                skv_fid_free(&cells[i].acc);
+                if (skv_store_add(c->store, r)) { free(text); return cli_fail(NULL); }
+            }
+            if (isatty(2)) fputc('\n', stderr);
+        }
+        free(text);
+    }
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ generation tasks */
+
+typedef struct { int n_digits; } pk_stop_u;
+static bool passkey_stop(const char *text, void *u) {
+    (void)u;
+    const char *p = text;
+    while (*p && !(*p >= '0' && *p <= '9')) p++;
+    if (!*p) return false;
+    while (*p >= '0' && *p <= '9') p++;
+    return *p != 0;   /* a non-digit after the first number */
+}
+
+/* Run every pending cell of one unit (same context for all: one shared prefill, decoded
+ * together) and store records. */
+static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *ctx, int n_ctx, const int *q, int n_q,
+                    int max_new, skv_eval_stop stop, const char *gold, int kind /* 0 passkey 1 gsm8k 2 bbh */) {
+    skv_gen_cell cells[MAXL * MAXL / 4];
+    char keys[MAXL * MAXL / 4][512];
+    int n = 0, rc = CLI_OK;
+    for (int p = 0; p < c->n_pols; p++)
+        for (int b = 0; b < c->n_budgets; b++) {
+            const skv_eval_pol *pol = &c->pols[p];
+            if (!strcmp(pol->policy, "full") && b > 0) continue;
+            if (n == (int)(sizeof cells / sizeof *cells)) break;
+            make_key(c, unit, pol, c->budgets[b], keys[n], sizeof keys[n]);
+            if (skv_store_has(c->store, keys[n])) { c->work_done += 1; continue; }
+            memset(&cells[n], 0, sizeof cells[n]);
+            cells[n].pol = pol;
+            cells[n].budget = c->budgets[b];
+            n++;
+        }
+    c->unit_name = unit;
+    c->unit_work = n;
+    if (n && skv_eval_generate_cells(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, NULL)) {
+        cJSON_Delete(unit_json);
+        return cli_fail(unit);
+    }
+    for (int i = 0; i < n; i++) {
+        const skv_eval_pol *pol = cells[i].pol;
+        skv_gen_out *g = &cells[i].out;
+        char pred[256] = "";
+        bool ok;
+        if (kind == 0) { skv_first_digits(g->text, pred, sizeof pred); ok = !strcmp(pred, gold); }
+        else if (kind == 1) { skv_extract_gsm8k(g->text, pred, sizeof pred); ok = !strcmp(pred, gold); }
+        else { skv_extract_bbh(g->text, pred, sizeof pred); ok = skv_bbh_match(pred, gold); }
+        cJSON *r = base_record(c, keys[i], pol, cells[i].budget, cJSON_Duplicate(unit_json, 1));
+        cJSON *m = cJSON_AddObjectToObject(r, "metrics");
+        cJSON_AddBoolToObject(m, "correct", ok);
+        cJSON_AddStringToObject(m, "pred", pred);
+        cJSON_AddStringToObject(m, "gold", gold);
+        cJSON_AddNumberToObject(m, "prompt_tokens", n_ctx + n_q);
+        cJSON_AddNumberToObject(m, "generated_tokens", g->n_gen);
+        cJSON_AddStringToObject(m, "output", g->text);
+        add_mem(r, &g->mem);
+        cJSON_AddBoolToObject(r, "shared_prefill", cells[i].shared_prefill);
+        cJSON_AddNumberToObject(r, "prefill_seconds", g->prefill_s);
+        cJSON_AddNumberToObject(r, "decode_seconds_all_cells", g->decode_s);
+        cJSON_AddNumberToObject(r, "cells_together", n);
+        c->work_done += 1;
+        if (rc == CLI_OK && skv_store_add(c->store, r)) rc = cli_fail(NULL);
+    }
+    for (int i = 0; i < n; i++) free(cells[i].out.text);
+    cJSON_Delete(unit_json);
+    show_progress(c, 0);
+    return rc;
+}
+
+static int n_cells(const eval_cfg *c) {
+    int n = 0;
+    for (int p = 0; p < c->n_pols; p++) n += strcmp(c->pols[p].policy, "full") ? c->n_budgets : 1;
+    return n;
+}
+
+static int run_passkey(eval_cfg *c) {
+    size_t len;
+    char *filler = skv_eval_corpus(c->data_dir, "pg-essays", &len);
+    if (!filler) return cli_fail(NULL);
+    c->work_total = (double)c->n_lengths * c->n_depths * n_cells(c);
+    int rc = CLI_OK;
+    for (int li = 0; li < c->n_lengths && rc == CLI_OK; li++)
+        for (int di = 0; di < c->n_depths && rc == CLI_OK; di++) {
+            int L = c->lengths[li], D = c->depths[di], key = skv_passkey_key(L, D, 1);
+            int *ctx = NULL, *q = NULL, nc, nq;
+            if (skv_passkey_build(c->llm->tok, filler, len, L, D, key, &ctx, &nc, &q, &nq)) { rc = cli_fail("passkey"); break; }
+            char unit[64], gold[16];
+            snprintf(unit, sizeof unit, "len=%d,depth=%d", L, D);
+            snprintf(gold, sizeof gold, "%d", key);
+            cJSON *uj = cJSON_CreateObject();
+            cJSON_AddNumberToObject(uj, "length", L);
+            cJSON_AddNumberToObject(uj, "depth", D);
+            cJSON_AddNumberToObject(uj, "context_tokens", nc);
+            rc = gen_unit(c, unit, uj, ctx, nc, q, nq, c->max_new > 0 ? c->max_new : 8, passkey_stop, gold, 0);
+            free(ctx); free(q);
+        }
+    free(filler);
+    return rc;
+}
+
+static char *concat3(const char *a, const char *b, const char *d) {
+    size_t n = strlen(a) + strlen(b) + strlen(d) + 1;
+    char *o = skv_malloc(n, "prompt");
+    if (o) snprintf(o, n, "%s%s%s", a, b, d);
+    return o;
+}
+
+static int run_text_task(eval_cfg *c, int kind) {
+    char path[4400];
+    int rc = CLI_OK;
+    const int limit = c->limit > 0 ? c->limit : (kind == 1 ? 20 : 10);
+    const int ntask = kind == 1 ? 1 : c->n_bbh;
+    c->work_total = (double)limit * ntask * n_cells(c);
+    char *shots = NULL;
+    if (kind == 1) {
+        snprintf(path, sizeof path, "%.4000s/gsm8k/train.jsonl", c->data_dir);
+        if (!(shots = skv_gsm8k_fewshot(path, 4))) return cli_fail(NULL);
+        snprintf(path, sizeof path, "%.4000s/gsm8k/test.jsonl", c->data_dir);
+    }
+    for (int t = 0; t < ntask && rc == CLI_OK; t++) {
+        if (kind == 2 && !(shots = skv_bbh_prompt(c->data_dir, c->bbh_tasks[t]))) return cli_fail(NULL);
+        for (int i = 0; i < limit && rc == CLI_OK; i++) {
+            char *in = NULL, *gold = NULL;
+            int r = kind == 1 ? skv_gsm8k_item(path, i, &in, &gold) : skv_bbh_item(c->data_dir, c->bbh_tasks[t], i, &in, &gold);
+            if (r > 0) break;
+            if (r < 0) { rc = cli_fail(NULL); break; }
+            char *prompt = kind == 1 ? concat3(shots, "Question: ", in) : concat3(shots, "\n\nQ: ", in);
+            char *full = prompt ? concat3(prompt, kind == 1 ? "\nAnswer:" : "\nA: Let's think step by step.", "") : NULL;
+            int *ids = NULL;
+            int n = full ? skv_eval_tokenize(c->llm->tok, full, strlen(full), skv_tok_add_bos(c->llm->tok), &ids) : -1;
+            if (n < 2) { rc = cli_fail("prompt"); }
+            else {
+                char unit[160];
+                snprintf(unit, sizeof unit, "%s#%d", kind == 1 ? "test" : c->bbh_tasks[t], i);
+                cJSON *uj = cJSON_CreateObject();
+                cJSON_AddStringToObject(uj, "subset", kind == 1 ? "test" : c->bbh_tasks[t]);
+                cJSON_AddNumberToObject(uj, "index", i);
+                /* the prompt's last token is fed as a decode step (query after compression) */
+                rc = gen_unit(c, unit, uj, ids, n - 1, ids + n - 1, 1, c->max_new > 0 ? c->max_new : 256,
+                              kind == 1 ? skv_gsm8k_stop : skv_bbh_stop, gold, kind);
+            }
+            free(ids); free(full); free(prompt); free(in); free(gold);
+        }
+        if (kind == 2) { free(shots); shots = NULL; }
+    }
+    free(shots);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ main */
+
+static void free_cfg(eval_cfg *c) {
+    for (int i = 0; i < c->n_pols; i++) free(c->pol_specs[i]);
+    for (int i = 0; i < c->n_corpora; i++) free(c->corpora[i]);
+    for (int i = 0; i < c->n_bbh; i++) free(c->bbh_tasks[i]);
+    skv_store_free(c->store);
+    skv_profile_free(c->prof);
+    skv_model_free(c->slm);
+    skv_model_free(c->llm);
+}
+
+int cmd_eval(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "report")) return cmd_eval_report(argc - 1, argv + 1);
+    eval_cfg c;
+    memset(&c, 0, sizeof c);
+    c.kv = "f16";
+    c.tokens = 2048; c.prefill = 512; c.batch = 16;
+    c.combine = SKV_COMBINE_RENORM;
+    c.data_dir = getenv("SKV_DATA_DIR") && *getenv("SKV_DATA_DIR") ? getenv("SKV_DATA_DIR") : "../shared/data";
+    const char *pols = "full,streamingllm,h2o,snapkv,pyramidkv,adakv,smallkv", *budgets = "0.05,0.1,0.2,0.4";
+    const char *corpora = "wikitext2,pg-essays", *lengths = "1024,2048,4096", *depths = "0,25,50,75,100";
+    const char *bbh = "date_understanding,logical_deduction_five_objects,tracking_shuffled_objects_five_objects,multistep_arithmetic_two";
+    const char *combine = "renorm";
+    int o = snprintf(c.command, sizeof c.command, "smallkv");
+    for (int i = 0; i < argc && o < (int)sizeof c.command - 1; i++)
+        o += snprintf(c.command + o, sizeof c.command - o, " %s", argv[i]);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool ok = true;
+        if (cli_is_help(a)) { fputs(EVAL_USAGE, stdout); free_cfg(&c); return CLI_OK; }
+        else if (!strcmp(a, "--llm")) ok = cli_str(argc, argv, &i, &c.llm_path);
+        else if (!strcmp(a, "--slm")) ok = cli_str(argc, argv, &i, &c.slm_path);
+        else if (!strcmp(a, "--profile")) ok = cli_str(argc, argv, &i, &c.profile_path);
+        else if (!strcmp(a, "--mapping")) ok = cli_str(argc, argv, &i, &c.mapping);
+        else if (!strcmp(a, "--policies")) ok = cli_str(argc, argv, &i, &pols);
+        else if (!strcmp(a, "--budgets")) ok = cli_str(argc, argv, &i, &budgets);
+        else if (!strcmp(a, "--combine")) ok = cli_str(argc, argv, &i, &combine);
+        else if (!strcmp(a, "--corpora")) ok = cli_str(argc, argv, &i, &corpora);
+        else if (!strcmp(a, "--lengths")) ok = cli_str(argc, argv, &i, &lengths);
+        else if (!strcmp(a, "--depths")) ok = cli_str(argc, argv, &i, &depths);
+        else if (!strcmp(a, "--bbh-tasks")) ok = cli_str(argc, argv, &i, &bbh);
+        else if (!strcmp(a, "--data")) ok = cli_str(argc, argv, &i, &c.data_dir);
+        else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &c.kv);
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) ok = cli_str(argc, argv, &i, &c.out);
+        else if (!strcmp(a, "--limit")) ok = cli_int(argc, argv, &i, 1, 1000000, &c.limit);
+        else if (!strcmp(a, "--tokens")) ok = cli_int(argc, argv, &i, 3, 1 << 20, &c.tokens);
+        else if (!strcmp(a, "--prefill")) ok = cli_int(argc, argv, &i, 1, 1 << 20, &c.prefill);
+        else if (!strcmp(a, "--max-new")) ok = cli_int(argc, argv, &i, 1, 1 << 16, &c.max_new);
+        else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &c.threads);
+        else if (!strcmp(a, "--batch")) ok = cli_int(argc, argv, &i, 1, 64, &c.batch);
+        else if (a[0] == '-' && a[1]) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: unknown option '%s'", a); }
+        else if (!c.task) c.task = a;
+        else { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: unexpected argument '%s'", a); }
+        if (!ok) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, NULL); }
+    }
+    int rc = CLI_USAGE;
+    const char *why = NULL;
+    if (!c.task) why = "missing TASK";
+    else if (strcmp(c.task, "fidelity") && strcmp(c.task, "passkey") && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh") &&
+             strcmp(c.task, "calibration")) why = "unknown TASK";
+    else if (!c.llm_path) why = "missing --llm";
+    else if (!c.out) why = "missing -o RESULTS.json";
+    else if (strcmp(c.kv, "f16") && strcmp(c.kv, "f32")) why = "--kv must be f16 or f32";
+    else if (c.mapping && strcmp(c.mapping, "profile") && strcmp(c.mapping, "online")) why = "--mapping must be profile or online";
+    else if (strcmp(combine, "sum") && strcmp(combine, "mass") && strcmp(combine, "renorm")) why = "--combine must be sum, mass or renorm";
+    else if ((c.n_pols = split(pols, c.pol_specs, MAXL)) <= 0) why = "bad --policies";
+    else if ((c.n_budgets = split_num(budgets, c.budgets, MAXL, 1e-6, 1.0)) <= 0) why = "bad --budgets (fractions in (0, 1])";
+    else if ((c.n_corpora = split(corpora, c.corpora, MAXL)) <= 0) why = "bad --corpora";
+    else if ((c.n_bbh = split(bbh, c.bbh_tasks, MAXL)) <= 0) why = "bad --bbh-tasks";
+    else if (c.prefill + 2 > c.tokens) why = "--prefill must be at most --tokens - 2";
+    if (!why) {
+        double tmp[MAXL];
+        if ((c.n_lengths = split_num(lengths, tmp, MAXL, 16, 1 << 20)) <= 0) why = "bad --lengths";
+        for (int i = 0; i < c.n_lengths; i++) c.lengths[i] = (int)tmp[i];
+        if (!why && (c.n_depths = split_num(depths, tmp, MAXL, 0, 100)) <= 0) why = "bad --depths (0..100)";
+        for (int i = 0; i < c.n_depths; i++) c.depths[i] = (int)tmp[i];
+    }
+    if (why) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: %s", why); }
+    c.combine = !strcmp(combine, "mass") ? SKV_COMBINE_MASS : !strcmp(combine, "renorm") ? SKV_COMBINE_RENORM : SKV_COMBINE_SUM;
+    bool online_default = c.mapping ? !strcmp(c.mapping, "online") : !c.profile_path;
+    bool need_slm = !strcmp(c.task, "calibration");
+    for (int i = 0; i < c.n_pols; i++) {
+        skv_eval_pol_default(&c.pols[i]);
+        c.pols[i].popts.combine = c.combine;
+        c.pols[i].online = online_default;
+        if (skv_eval_pol_parse(c.pol_specs[i], &c.pols[i])) { fprintf(stderr, "smallkv: %s\n", skv_last_error()); free_cfg(&c); return CLI_USAGE; }
+        if (is_smallkv(&c.pols[i])) need_slm = true;
+    }
+    if (need_slm && !c.slm_path) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: smallkv cells need --slm"); }
+    if (c.limit <= 0 && (!strcmp(c.task, "fidelity") || !strcmp(c.task, "calibration"))) c.limit = 1;
+    cli_set_threads(c.threads);
+    git_commit(c.git, sizeof c.git);
+    rc = CLI_ERR;
+    if (!(c.store = skv_store_open(c.out))) { cli_fail(NULL); goto done; }
+    if (!(c.llm = cli_load(c.llm_path))) goto done;
+    if (!c.llm->tok) { fprintf(stderr, "smallkv: %s has no tokenizer\n", c.llm_path); goto done; }
+    if (skv_fp_from_model(c.llm, false, &c.fp_llm)) { cli_fail(c.llm_path); goto done; }
+    if (need_slm) {
+        if (!(c.slm = cli_load(c.slm_path))) goto done;
+        if (skv_fp_from_model(c.slm, false, &c.fp_slm)) { cli_fail(c.slm_path); goto done; }
+        if (strcmp(c.fp_slm.tokenizer_hash, c.fp_llm.tokenizer_hash)) {
+            fprintf(stderr, "smallkv: SLM %s and LLM %s do not share a tokenizer\n", c.slm_path, c.llm_path);
+            goto done;
+        }
+    }
+    if (c.profile_path) {
+        if (!(c.prof = skv_profile_load(c.profile_path))) { cli_fail(NULL); goto done; }
+        if (c.slm && skv_profile_check_models(c.prof, &c.fp_slm, &c.fp_llm)) { cli_fail(c.profile_path); goto done; }
+        if (skv_sha256_file(c.profile_path, c.prof_sha)) { cli_fail(NULL); goto done; }
+    }
+    c.ctx.llm = c.llm;
+    c.ctx.slm = c.slm;
+    c.ctx.map = c.prof ? c.prof->map : NULL;
+    c.ctx.kv_f16 = !strcmp(c.kv, "f16");
+    c.ctx.T_max = 256;
+    c.ctx.batch = c.batch;
+    c.t_start = skv_now();
+    int before = skv_store_count(c.store);
+    if (!strcmp(c.task, "fidelity")) rc = run_fidelity(&c, false);
+    else if (!strcmp(c.task, "calibration")) rc = run_fidelity(&c, true);
+    else if (!strcmp(c.task, "passkey")) rc = run_passkey(&c);
+    else if (!strcmp(c.task, "gsm8k")) rc = run_text_task(&c, 1);
+    else rc = run_text_task(&c, 2);
+    if (isatty(2)) fputc('\n', stderr);
+    if (rc == CLI_OK)
+        printf("%s: %d records (%d new) in %.1f s\n", c.out, skv_store_count(c.store), skv_store_count(c.store) - before,
+               skv_now() - c.t_start);
+done:
+    free_cfg(&c);
+    return rc;
+}

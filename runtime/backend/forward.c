@@ -1,0 +1,503 @@
+/* forward.c: the Llama/Qwen2 decoder forward pass (prefill blocks and single-token decode)
+ * over a contiguous fp16/fp32 KV cache. Reads top to bottom like llama2.c's forward():
+ *
+ *   tokens (T) -> x (T, C) embeddings
+ *   per layer l:
+ *     xb  = rmsnorm(x) * attn_norm                         (T, C)
+ *     q   = xb Wq^T (+bq)   kx = xb Wk^T (+bk)   vx = xb Wv^T (+bv)
+ *                                                          (T, H, d) (T, Hkv, d) (T, Hkv, d)
+ *     rope(q), rope(kx) at positions n_past .. n_past+T-1
+ *     K[l], V[l] (Hkv, S_cap, d) <- kx, vx at rows n_past ..
+ *     att = attention(q, K[l], V[l])                       (T, H, d)
+ *     x  += att Wo^T                                       (T, C)
+ *     xb  = rmsnorm(x) * ffn_norm
+ *     hb  = silu(xb Wgate^T) * (xb Wup^T)                  (T, F)
+ *     x  += hb Wdown^T
+ *   xb = rmsnorm(x) * out_norm; logits = xb Woutput^T      (1 or T, vocab)
+ * Every buffer lives in skv_state, allocated once in skv_state_new. A single decode token
+ * without an attention hook, or with one that runs in a team (attn_team), takes
+ * decode_one_region (the same steps in one OpenMP region). */
+#include "forward.h"
+#include "runtime/model/hugemem.h"
+#include "common/util.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float *falloc(size_t rows, size_t cols, const char *what, bool *ok) {
+    size_t n;
+    if (!*ok) return NULL;
+    if (!skv_mul_ok(rows, cols, &n) || !skv_mul_ok(n, sizeof(float), &n)) {
+        skv_error("skv_state_new: size of %s overflows", what);
+        *ok = false;
+        return NULL;
+    }
+    float *p = skv_aligned_alloc(n ? n : 64, what);
+    if (!p) *ok = false;
+    return p;
+}
+
+static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16, bool cache) {
+    if (!m || S_cap < 1 || T_max < 1) {
+        skv_error("skv_state_new: bad arguments (S_cap %d, T_max %d)", S_cap, T_max);
+        return NULL;
+    }
+    if (T_max > S_cap) T_max = S_cap;
+    const skv_config *c = &m->cfg;
+    skv_state *s = skv_calloc(1, sizeof *s, "forward state");
+    if (!s) return NULL;
+    s->m = m;
+    s->S_cap = S_cap;
+    s->T_max = T_max;
+    s->kv_f16 = kv_f16;
+    const size_t C = c->dim, Q = (size_t)c->n_head * c->head_dim, KV = (size_t)c->n_kv_head * c->head_dim,
+                 F = c->ffn_dim, T = T_max;
+    bool ok = true;
+    s->x = falloc(T, C, "activations x", &ok);
+    s->xb = falloc(T, C > Q ? C : Q, "activations xb", &ok);
+    s->q = falloc(T, Q, "queries", &ok);
+    s->kx = falloc(T, KV, "keys", &ok);
+    s->vx = falloc(T, KV, "values", &ok);
+    s->att = falloc(T, Q, "attention output", &ok);
+    s->hb = falloc(T, F, "ffn hidden", &ok);
+    s->hb2 = falloc(T, F, "ffn hidden 2", &ok);
+    s->logits = falloc(T, (size_t)c->vocab, "logits", &ok);
+    if (ok) s->pos = skv_malloc(T * sizeof(int), "positions");
+    if (!s->pos) ok = false;
+    if (ok) {
+        s->k = skv_calloc((size_t)c->n_layer, sizeof(void *), "kv cache table");
+        s->v = skv_calloc((size_t)c->n_layer, sizeof(void *), "kv cache table");
+        ok = s->k && s->v;
+    }
+    size_t per = 0;
+    if (ok && (!skv_mul_ok(KV, (size_t)S_cap, &per) || !skv_mul_ok(per, kv_f16 ? 2 : 4, &per))) {
+        skv_error("skv_state_new: KV cache size overflows (S_cap %d)", S_cap);
+        ok = false;
+    }
+    /* one block: K of every layer, then V; each layer's array 64-byte aligned */
+    const size_t per64 = (per + 63) & ~(size_t)63;
+    size_t arena = 0;
+    if (ok && cache) {
+        if (!skv_mul_ok(per64, 2 * (size_t)c->n_layer, &arena)) {
+            skv_error("skv_state_new: KV cache size overflows (S_cap %d)", S_cap);
+            ok = false;
+        } else if (!(s->kv_arena = skv_huge_alloc(arena, "kv cache"))) {
+            ok = false;
+        } else {
+            s->kv_arena_bytes = arena;
+            for (int l = 0; l < c->n_layer; l++) {
+                s->k[l] = (uint8_t *)s->kv_arena + (size_t)l * per64;
+                s->v[l] = (uint8_t *)s->kv_arena + ((size_t)c->n_layer + l) * per64;
+            }
+        }
+    }
+    if (!ok) {
+        skv_error_prefix("skv_state_new (S_cap %d, T_max %d)", S_cap, T_max);
+        skv_state_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16) {
+    return state_new(m, S_cap, T_max, kv_f16, true);
+}
+
+skv_state *skv_state_new_nocache(const skv_model *m, int S_cap, int T_max, bool kv_f16) {
+    return state_new(m, S_cap, T_max, kv_f16, false);
+}
+
+void skv_state_free(skv_state *s) {
+    if (!s) return;
+    skv_huge_free(s->kv_arena, s->kv_arena_bytes);
+    free(s->k); free(s->v);
+    free(s->x); free(s->xb); free(s->q); free(s->kx); free(s->vx); free(s->att);
+    free(s->hb); free(s->hb2); free(s->logits); free(s->pos);
+    free(s->team_ws);
+    free(s);
+}
+
+void skv_state_reset(skv_state *s) { s->n_past = 0; }
+
+/* y (T, n) += b (n) */
+static void add_bias(float *y, const skv_weight *b, int T, int n) {
+    const float *bb = b->data;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < n; i++) y[(size_t)t * n + i] += bb[i];
+}
+
+/* q (T, Q), k and v (T, KV) += the layer's q/k/v biases, when it has them (qwen2) */
+static void add_qkv_bias(float *q, float *k, float *v, const skv_layer *L, int T, int Q, int KV) {
+    if (!L->bq.data) return;
+    add_bias(q, &L->bq, T, Q);
+    add_bias(k, &L->bk, T, KV);
+    add_bias(v, &L->bv, T, KV);
+}
+
+/* x (n) += y (n) */
+static void add_into(float *x, const float *y, size_t n) {
+    #pragma omp parallel for if (n > 65536) schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* Copy the rotated keys / values of this block, (T, Hkv, d), into one layer's cache
+ * (Hkv, S_cap, d) at rows pos0 .. pos0+T-1. */
+static void cache_write(void *cache, const float *src, int T, int Hkv, int d, int S_cap, int pos0, bool f16) {
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < Hkv; h++)
+            skv_kv_store(cache, f16, ((size_t)h * S_cap + pos0 + t) * d, src + ((size_t)t * Hkv + h) * d, d);
+}
+
+/* ------------------------------------------------------------------ decode, one region
+ * A single token without an attention hook runs in ONE OpenMP parallel region instead of
+ * five per layer: the matrix products (skv_gemv_team, skv_gemv_team_swiglu) and the
+ * attention (skv_attention_team) share their work among the threads, and the small serial
+ * steps run on every thread on its own copy (the residual x, rmsnorm, the quantised
+ * activations, q/k/v bias and RoPE), so a layer has six barriers (q/k/v, attention (two: its
+ * key chunks, then their merge per head), wo, gate/up + SwiGLU, down) and no thread idles
+ * through a serial part: the attention stores the new K/V row on the thread that reads it
+ * (skv_attn_args.knew), SwiGLU runs on the rows of the thread that made them. Every value
+ * is computed by the same functions in the same order as in the general path, so the
+ * logits are bit-identical. An attention hook that can run in a team
+ * (opts->attn_team: the compressed-cache session's decode step) takes the attention's place
+ * and is called by every thread; it does its serial parts under `omp single`. */
+
+typedef struct {
+    const skv_weight *qkv[3], *wo[1], *gu[2], *down[1];
+} layer_mats;
+
+static layer_mats mats_of(const skv_layer *L) {
+    return (layer_mats){{&L->wq, &L->wk, &L->wv}, {&L->wo}, {&L->w_gate, &L->w_up}, {&L->w_down}};
+}
+
+/* Bytes of quantised activations one thread needs (largest group), or 0 when some matrix
+ * product cannot run as a team GEMV (then the general path runs). */
+static size_t team_act_bytes(const skv_model *m, int n_layers, bool head) {
+    size_t mx = 0;
+    for (int l = 0; l < n_layers; l++) {
+        layer_mats g = mats_of(&m->layers[l]);
+        const skv_weight *const *grp[4] = {g.qkv, g.wo, g.gu, g.down};
+        const int n[4] = {3, 1, 2, 1};
+        if (g.gu[0]->rows != g.gu[1]->rows) return 0;   /* skv_gemv_team_swiglu's pair */
+        for (int i = 0; i < 4; i++) {
+            if (!skv_gemv_team_ok(grp[i], n[i])) return 0;
+            size_t b = skv_gemv_act_bytes(grp[i], n[i]);
+            if (b > mx) mx = b;
+        }
+    }
+    if (head) {
+        const skv_weight *o[1] = {&m->output};
+        if (!skv_gemv_team_ok(o, 1)) return 0;
+        size_t b = skv_gemv_act_bytes(o, 1);
+        if (b > mx) mx = b;
+    }
+    return mx;
+}
+
+static size_t up64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static int one_region = -1;   /* -1: read SKV_ONE_REGION on first use */
+
+void skv_forward_set_one_region(int on) { __atomic_store_n(&one_region, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+static int one_region_on(void) {
+    int f = __atomic_load_n(&one_region, __ATOMIC_RELAXED);
+    if (f < 0) {
+        const char *e = getenv("SKV_ONE_REGION");
+        f = e && !strcmp(e, "0") ? 0 : 1;
+        __atomic_store_n(&one_region, f, __ATOMIC_RELAXED);
+    }
+    return f;
+}
+
+/* One token at position s->n_past; 1 when it ran, 0 when this path does not apply, -1 on
+ * error. Shapes as in skv_forward with T = 1. */
+static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, int n_layers) {
+    const skv_model *m = s->m;
+    const skv_config *c = &m->cfg;
+    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim;
+    const int Q = H * d, KV = Hkv * d, pos0 = s->n_past;
+    const bool head = n_layers == c->n_layer && opts->logits != SKV_LOGITS_NONE;
+    if ((opts->attn && !opts->attn_team) || d / 2 > 512 || !one_region_on()) return 0;
+    const size_t ab = team_act_bytes(m, n_layers, head);
+    if (!ab) return 0;
+    /* per thread: x (C), xb (max(C, Q)), kv (2 KV), act (ab); then one attention workspace
+     * shared by the team, sized for S_cap keys; kept in the state, so a decode step
+     * allocates nothing */
+    const size_t o_xb = up64((size_t)C * 4), o_kv = o_xb + up64((size_t)(C > Q ? C : Q) * 4),
+                 o_act = o_kv + up64((size_t)KV * 2 * 4), per = o_act + up64(ab);
+    const int nth = omp_get_max_threads();
+    const skv_attn_args full = {.T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->S_cap - 1, .S_cap = s->S_cap};
+    const size_t o_att = per * (size_t)nth,
+                 total = o_att + (opts->attn ? 0 : up64(skv_attention_ws_floats(&full, nth) * 4));
+    if (s->team_ws_bytes < total) {
+        free(s->team_ws);
+        s->team_ws_bytes = 0;
+        if (!(s->team_ws = skv_aligned_alloc(total, "decode workspace"))) return -1;
+        s->team_ws_bytes = total;
+    }
+    uint8_t *ws = s->team_ws;
+    float *att_ws = (float *)(ws + o_att);
+    float cs[512], sn[512];
+    skv_rope_table(cs, sn, pos0, d, c->rope_theta);
+    s->pos[0] = pos0;
+    int failed = 0;
+    s->attn_in_team = opts->attn != NULL;
+    #pragma omp parallel num_threads(nth)
+    {
+        uint8_t *mine = ws + per * (size_t)omp_get_thread_num();
+        float *x = (float *)mine, *xb = (float *)(mine + o_xb), *kv = (float *)(mine + o_kv);
+        uint8_t *act = mine + o_act;
+        int bad = 0;
+        skv_weight_row(&m->tok_embd, token, x);
+        for (int l = 0; l < n_layers; l++) {
+            const skv_layer *L = &m->layers[l];
+            layer_mats g = mats_of(L);
+            skv_rmsnorm(xb, x, L->attn_norm.data, 1, C, c->norm_eps);
+            float *qkv[3] = {s->q, s->kx, s->vx};
+            skv_gemv_team(qkv, g.qkv, 3, xb, act);
+            if (opts->attn) {
+                #pragma omp single
+                {
+                    add_qkv_bias(s->q, s->kx, s->vx, L, 1, Q, KV);
+                    skv_rope_apply(s->q, H, d, cs, sn, c->rope_mode);
+                    skv_rope_apply(s->kx, Hkv, d, cs, sn, c->rope_mode);
+                }
+                /* the hook runs on every thread and agrees on its status (forward.h) */
+                if (opts->attn(opts->attn_ctx, l, s->q, s->kx, s->vx, pos0, 1, s->att) != 0) {
+                    bad = 1;
+                    #pragma omp master
+                    failed = 1;
+                    break;
+                }
+            } else {
+                /* every thread biases and rotates its own copy of q, k, v (xb is free until
+                 * the next rmsnorm); the attention writes the new K/V row on the thread
+                 * that reads it, so no barrier waits for one thread to do this serially */
+                float *qp = xb, *kp = kv, *vp = kv + KV;
+                memcpy(qp, s->q, (size_t)Q * sizeof(float));
+                memcpy(kp, s->kx, (size_t)KV * sizeof(float));
+                memcpy(vp, s->vx, (size_t)KV * sizeof(float));
+                add_qkv_bias(qp, kp, vp, L, 1, Q, KV);
+                skv_rope_apply(qp, H, d, cs, sn, c->rope_mode);
+                skv_rope_apply(kp, Hkv, d, cs, sn, c->rope_mode);
+                skv_attn_args a = {
+                    .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                    .colsum = opts->colsum ? opts->colsum[l] : NULL,
+                    .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
+                    .knew = kp, .vnew = vp,
+                };
+                skv_attention_team(s->att, qp, s->k[l], s->v[l], &a, att_ws);
+            }
+            float *y[2] = {s->xb, NULL};
+            skv_gemv_team(y, g.wo, 1, s->att, act);
+            for (int i = 0; i < C; i++) x[i] += s->xb[i];
+            skv_rmsnorm(xb, x, L->ffn_norm.data, 1, C, c->norm_eps);
+            skv_gemv_team_swiglu(s->hb, s->hb, s->hb2, &L->w_gate, &L->w_up, xb, act);
+            skv_gemv_team(y, g.down, 1, s->hb, act);
+            for (int i = 0; i < C; i++) x[i] += s->xb[i];
+        }
+        if (head && !bad) {
+            skv_rmsnorm(xb, x, m->out_norm.data, 1, C, c->norm_eps);
+            const skv_weight *o[1] = {&m->output};
+            float *lg[1] = {s->logits};
+            skv_gemv_team(lg, o, 1, xb, act);
+        }
+        #pragma omp master
+        memcpy(s->x, x, (size_t)C * sizeof(float));
+    }
+    s->attn_in_team = false;
+    if (failed) return -1;
+    s->n_past += 1;
+    return 1;
+}
+
+int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts) {
+    const skv_model *m = s->m;
+    const skv_config *c = &m->cfg;
+    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, F = c->ffn_dim;
+    const int Q = H * d, KV = Hkv * d;
+    skv_fwd_opts none = {0};
+    if (!opts) opts = &none;
+    if (T < 1 || T > s->T_max)
+        return skv_error("skv_forward: block of %d tokens (allowed 1 .. %d)", T, s->T_max);
+    if (s->n_past + T > s->S_cap)
+        return skv_error("skv_forward: KV cache full (%d + %d tokens > capacity %d)", s->n_past, T, s->S_cap);
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab)
+            return skv_error("skv_forward: token id %d out of range (vocab %d)", tokens[t], c->vocab);
+    int n_layers = opts->n_layers > 0 && opts->n_layers < c->n_layer ? opts->n_layers : c->n_layer;
+    const int pos0 = s->n_past;
+    if (T == 1) {
+        int r = decode_one_region(s, tokens[0], opts, n_layers);
+        if (r) return r > 0 ? 0 : -1;
+    }
+
+    /* embeddings: x (T, C) */
+    #pragma omp parallel for if (T > 4)
+    for (int t = 0; t < T; t++) skv_weight_row(&m->tok_embd, tokens[t], s->x + (size_t)t * C);
+    for (int t = 0; t < T; t++) s->pos[t] = pos0 + t;
+
+    for (int l = 0; l < n_layers; l++) {
+        const skv_layer *L = &m->layers[l];
+        /* attention block */
+        skv_rmsnorm(s->xb, s->x, L->attn_norm.data, T, C, c->norm_eps);
+        {   /* q (T, H*d), kx (T, Hkv*d), vx (T, Hkv*d): one pass over xb */
+            float *ys[3] = {s->q, s->kx, s->vx};
+            const skv_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+            skv_matmul_multi(ys, ws, 3, s->xb, T);
+        }
+        add_qkv_bias(s->q, s->kx, s->vx, L, T, Q, KV);
+        skv_rope(s->q, s->pos, T, H, d, c->rope_theta, c->rope_mode);
+        skv_rope(s->kx, s->pos, T, Hkv, d, c->rope_theta, c->rope_mode);
+        if (opts->attn) {
+            /* the compressed-cache runtime owns the K/V storage (forward.h) */
+            if (opts->attn(opts->attn_ctx, l, s->q, s->kx, s->vx, pos0, T, s->att) != 0) return -1;
+        } else {
+            cache_write(s->k[l], s->kx, T, Hkv, d, s->S_cap, pos0, s->kv_f16);
+            cache_write(s->v[l], s->vx, T, Hkv, d, s->S_cap, pos0, s->kv_f16);
+            skv_attn_args a = {
+                .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                .colsum = opts->colsum ? opts->colsum[l] : NULL,
+                .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
+            };
+            skv_attention(s->att, s->q, s->k[l], s->v[l], &a);   /* (T, H*d) */
+        }
+        skv_matmul(s->xb, s->att, &L->wo, T);                /* (T, C) */
+        add_into(s->x, s->xb, (size_t)T * C);
+        /* MLP block */
+        skv_rmsnorm(s->xb, s->x, L->ffn_norm.data, T, C, c->norm_eps);
+        {   /* hb, hb2 (T, F) = gate, up */
+            float *ys[2] = {s->hb, s->hb2};
+            const skv_weight *ws[2] = {&L->w_gate, &L->w_up};
+            skv_matmul_multi(ys, ws, 2, s->xb, T);
+        }
+        skv_swiglu(s->hb, s->hb, s->hb2, T * F);
+        skv_matmul(s->xb, s->hb, &L->w_down, T);             /* (T, C) */
+        add_into(s->x, s->xb, (size_t)T * C);
+    }
+    s->n_past += T;
+    if (n_layers < c->n_layer || opts->logits == SKV_LOGITS_NONE) return 0;
+
+    /* final norm and LM head, only for the rows asked for */
+    if (opts->logits == SKV_LOGITS_LAST) {
+        skv_rmsnorm(s->xb, s->x + (size_t)(T - 1) * C, m->out_norm.data, 1, C, c->norm_eps);
+        skv_matmul(s->logits, s->xb, &m->output, 1);
+    } else {
+        skv_rmsnorm(s->xb, s->x, m->out_norm.data, T, C, c->norm_eps);
+        skv_matmul(s->logits, s->xb, &m->output, T);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ batched decode
+ *   tokens (n) -> x (n, C), row i = sequence i at position states[i]->n_past
+ *   per layer: the same matrix products as above with T = n (one weight pass);
+ *   attention row by row: sequence i's q (1, H, d) against its own cache / attn hook;
+ *   logits for the rows that ask for them, one LM-head product, copied to each state. */
+
+skv_batch *skv_batch_new(const skv_model *m, int n_max) {
+    if (!m || n_max < 1) { skv_error("skv_batch_new: bad arguments (n_max %d)", n_max); return NULL; }
+    skv_batch *b = skv_calloc(1, sizeof *b, "batch workspace");
+    if (!b) return NULL;
+    b->m = m;
+    b->n_max = n_max;
+    b->ws = skv_state_new_nocache(m, n_max, n_max, false);   /* the workspace never caches K/V */
+    if (!b->ws) { skv_batch_free(b); return NULL; }
+    return b;
+}
+
+void skv_batch_free(skv_batch *b) {
+    if (!b) return;
+    skv_state_free(b->ws);
+    free(b);
+}
+
+int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n, const skv_fwd_opts *opts) {
+    if (!b || !states || !tokens || n < 1 || n > b->n_max)
+        return skv_error("skv_forward_batch: batch of %d (allowed 1 .. %d)", n, b ? b->n_max : 0);
+    const skv_model *m = b->m;
+    const skv_config *c = &m->cfg;
+    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, F = c->ffn_dim, V = c->vocab;
+    const int Q = H * d, KV = Hkv * d;
+    static const skv_fwd_opts none = {0};
+    const int nl0 = opts ? opts[0].n_layers : 0;
+    for (int i = 0; i < n; i++) {
+        const skv_state *s = states[i];
+        if (!s || s->m != m) return skv_error("skv_forward_batch: entry %d is not a state of this model", i);
+        if (s->n_past + 1 > s->S_cap)
+            return skv_error("skv_forward_batch: entry %d: KV cache full (%d tokens, capacity %d)", i, s->n_past, s->S_cap);
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return skv_error("skv_forward_batch: entry %d: token id %d out of range (vocab %d)", i, tokens[i], V);
+        if (opts && opts[i].n_layers != nl0)
+            return skv_error("skv_forward_batch: entry %d runs %d layers, entry 0 runs %d", i, opts[i].n_layers, nl0);
+    }
+    const int n_layers = nl0 > 0 && nl0 < c->n_layer ? nl0 : c->n_layer;
+    skv_state *w = b->ws;
+
+    #pragma omp parallel for if (n > 4)
+    for (int i = 0; i < n; i++) skv_weight_row(&m->tok_embd, tokens[i], w->x + (size_t)i * C);
+    for (int i = 0; i < n; i++) w->pos[i] = states[i]->n_past;
+
+    for (int l = 0; l < n_layers; l++) {
+        const skv_layer *L = &m->layers[l];
+        skv_rmsnorm(w->xb, w->x, L->attn_norm.data, n, C, c->norm_eps);
+        {   /* q (T, H*d), kx (T, Hkv*d), vx (T, Hkv*d): one pass over xb */
+            float *ys[3] = {w->q, w->kx, w->vx};
+            const skv_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+            skv_matmul_multi(ys, ws, 3, w->xb, n);
+        }
+        add_qkv_bias(w->q, w->kx, w->vx, L, n, Q, KV);
+        skv_rope(w->q, w->pos, n, H, d, c->rope_theta, c->rope_mode);   /* row i at pos[i] */
+        skv_rope(w->kx, w->pos, n, Hkv, d, c->rope_theta, c->rope_mode);
+        for (int i = 0; i < n; i++) {
+            skv_state *s = states[i];
+            const skv_fwd_opts *o = opts ? &opts[i] : &none;
+            const float *q = w->q + (size_t)i * Q, *k = w->kx + (size_t)i * KV, *v = w->vx + (size_t)i * KV;
+            float *att = w->att + (size_t)i * Q;
+            if (o->attn) {
+                if (o->attn(o->attn_ctx, l, q, k, v, s->n_past, 1, att) != 0)
+                    return skv_error_prefix("skv_forward_batch: entry %d", i);
+            } else {
+                cache_write(s->k[l], k, 1, Hkv, d, s->S_cap, s->n_past, s->kv_f16);
+                cache_write(s->v[l], v, 1, Hkv, d, s->S_cap, s->n_past, s->kv_f16);
+                skv_attn_args a = {
+                    .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->n_past, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                    .colsum = o->colsum ? o->colsum[l] : NULL,
+                    .lastrow = o->lastrow ? o->lastrow[l] : NULL,
+                };
+                skv_attention(att, q, s->k[l], s->v[l], &a);
+            }
+        }
+        skv_matmul(w->xb, w->att, &L->wo, n);
+        add_into(w->x, w->xb, (size_t)n * C);
+        skv_rmsnorm(w->xb, w->x, L->ffn_norm.data, n, C, c->norm_eps);
+        {   /* hb, hb2 (T, F) = gate, up */
+            float *ys[2] = {w->hb, w->hb2};
+            const skv_weight *ws[2] = {&L->w_gate, &L->w_up};
+            skv_matmul_multi(ys, ws, 2, w->xb, n);
+        }
+        skv_swiglu(w->hb, w->hb, w->hb2, n * F);
+        skv_matmul(w->xb, w->hb, &L->w_down, n);
+        add_into(w->x, w->xb, (size_t)n * C);
+    }
+    for (int i = 0; i < n; i++) states[i]->n_past++;
+    if (n_layers < c->n_layer) return 0;
+
+    /* LM head over the rows that want logits, stacked (nr, C) */
+    int nr = 0;
+    for (int i = 0; i < n; i++) {
+        if (opts && opts[i].logits == SKV_LOGITS_NONE) continue;
+        if (nr != i) memcpy(w->x + (size_t)nr * C, w->x + (size_t)i * C, (size_t)C * sizeof(float));
+        w->pos[nr++] = i;
+    }
+    if (!nr) return 0;
+    skv_rmsnorm(w->xb, w->x, m->out_norm.data, nr, C, c->norm_eps);
+    skv_matmul(w->logits, w->xb, &m->output, nr);
+    for (int r = 0; r < nr; r++)
+        memcpy(states[w->pos[r]]->logits, w->logits + (size_t)r * V, (size_t)V * sizeof(float));
+    return 0;
+}

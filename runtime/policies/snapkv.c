@@ -1,0 +1,105 @@
+/* snapkv.c: SnapKV, and the machinery PyramidKV / Ada-KV share with it.
+ * At the end of a prefill the last w queries' attention rows are summed (the session
+ * computes them: obs), reduced over the group, max-pooled along the keys (kernel 7,
+ * padding 3) and the top (B - w) prompt tokens plus the window (and the sinks) are kept
+ * per KV head. Decoding appends: generated tokens score +inf, so when a lane outgrows its
+ * budget the lowest-scored prompt tokens go first (then the oldest generated ones);
+ * eviction is permanent. */
+#include "policy.h"
+#include "common/util.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int skv_snap_prefill_scores(skv_policy *p, const skv_prefill_info *pi) {
+    skv_snap_state *s = p->st;
+    if (!pi->obs) return skv_error("%s: prefill without the observation-window sums", p->name);
+    if (skv_lanescore_reserve(&s->score, pi->n)) return -1;
+    const int g = p->H / p->Hkv, n = pi->n;
+    int npre = n - p->o.window;
+    if (npre < 0) npre = 0;
+    float *tmp = skv_malloc(((size_t)npre + 1) * sizeof(float), "snapkv scores");
+    if (!tmp) return -1;
+    for (int j = 0; j < p->Hkv; j++) {
+        int ln = pi->layer * p->Hkv + j;
+        float *sc = s->score.s[ln];
+        skv_reduce_group(tmp, pi->obs + (size_t)j * g * pi->stride, g, (size_t)pi->stride, npre, p->o.reduce);
+        skv_maxpool1d(sc, tmp, npre, p->o.pool_kernel / 2);
+        for (int k = npre; k < n; k++) sc[k] = INFINITY;
+        s->filled[ln] = n;
+    }
+    free(tmp);
+    return 0;
+}
+
+static int snap_prefill(skv_policy *p, const skv_prefill_info *pi) {
+    return skv_snap_prefill_scores(p, pi);
+}
+
+static int snap_select(skv_policy *p, skv_select_io *io) {
+    skv_snap_state *s = p->st;
+    if (skv_lanescore_reserve(&s->score, io->n)) return -1;
+    float *sc = s->score.s[io->lane];
+    for (int k = s->filled[io->lane]; k < io->n; k++) sc[k] = INFINITY;
+    if (s->filled[io->lane] < io->n) s->filled[io->lane] = io->n;
+    int keep = skv_budget_tokens(io->budget, io->n);
+    skv_select_scored(io, sc, keep, p->o.window, true, p->o.sinks);
+    return 0;
+}
+
+static double snap_share(const skv_policy *p, int layer, int kvh, double budget) {
+    const skv_snap_state *s = p->st;
+    double w = p->o.window;
+    if (budget <= w || budget <= 0) return 1.0;
+    return (w + s->share[layer * p->Hkv + kvh] * (budget - w)) / budget;
+}
+
+static int snap_fork(const skv_policy *src, skv_policy *dst) {
+    const skv_snap_state *a = src->st;
+    const int nl = src->L * src->Hkv;
+    skv_snap_state *b = skv_calloc(1, sizeof *b, "snapkv state");
+    if (!b) return -1;
+    b->kind = a->kind;
+    b->filled = skv_malloc((size_t)nl * sizeof(int), "snapkv state");
+    b->share = skv_malloc((size_t)nl * sizeof(double), "snapkv state");
+    if (!b->filled || !b->share || skv_lanescore_copy(&b->score, &a->score)) {
+        free(b->filled); free(b->share); free(b);
+        return -1;
+    }
+    memcpy(b->filled, a->filled, (size_t)nl * sizeof(int));
+    memcpy(b->share, a->share, (size_t)nl * sizeof(double));
+    dst->st = b;
+    return 0;
+}
+
+static void snap_free(skv_policy *p) {
+    skv_snap_state *s = p->st;
+    if (!s) return;
+    skv_lanescore_free(&s->score);
+    free(s->filled); free(s->share); free(s);
+    p->st = NULL;
+}
+
+int skv_snap_init(skv_policy *p, int kind) {
+    const int nl = p->L * p->Hkv;
+    skv_snap_state *s = skv_calloc(1, sizeof *s, "snapkv state");
+    if (!s) return -1;
+    s->kind = kind;
+    s->filled = skv_calloc((size_t)nl, sizeof(int), "snapkv state");
+    s->share = skv_malloc((size_t)nl * sizeof(double), "snapkv state");
+    if (!s->filled || !s->share || skv_lanescore_init(&s->score, nl)) {
+        free(s->filled); free(s->share); free(s);
+        return -1;
+    }
+    for (int i = 0; i < nl; i++) s->share[i] = 1.0;
+    p->st = s;
+    p->wants_obs = true;
+    p->on_prefill = snap_prefill;
+    p->select = snap_select;
+    p->lane_share = snap_share;
+    p->fork = snap_fork;
+    p->free_state = snap_free;
+    return 0;
+}
+
+int skv_policy_init_snapkv(skv_policy *p) { return skv_snap_init(p, 0); }

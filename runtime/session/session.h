@@ -1,0 +1,162 @@
+/* session.h: one sequence's run of the LLM over the compressed KV cache.
+ *
+ * A session = the LLM's activation state (skv_state, its contiguous cache released: the
+ * session owns the KV storage through the forward's attn hook) + the two-tier cache
+ * (kvcache.h) + a policy (policy.h) + for SmallKV the SLM's state (its own full
+ * contiguous cache, run only to the early-stop depth, with column sums and last rows).
+ *   prefill  exact attention over the cold tier (every baseline does this), then each
+ *            layer's statistics go to the policy and the hot tier is compressed to budget;
+ *   step     one token: per layer the hook stores K/V in cold, asks the policy for each
+ *            lane's hot set, evicts/restores, and runs the compensated attention.
+ *   fork     a copy that continues identically: hot tier, policy state and SLM state
+ *            copied; the cold tier shared copy-on-write (kvcache.h), so many forks of one
+ *            prefill cost one cold tier (skv_session_mem_total counts it once).
+ * Tiers: only SmallKV (with saliency) keeps a cold tier. Every other policy evicts
+ * permanently: its prefill stages the new K/V in the cold buffer for the exact attention
+ * and the selection, then releases it (cold = 0 bytes between calls; the staging peak is
+ * transient). A later prefill of such a policy attends over what the hot tier holds plus
+ * the staged block. `full` keeps everything hot and nothing cold.
+ * SLM (SmallKV): the plain forward with its own contiguous cache, or with slm_budget in
+ * (0, 1) a session of its own (policy h2o at that budget, early-stopped, its attention
+ * exported as the column sums / last rows SmallKV reads).
+ * Budget: a fraction of the current length (0 < budget <= 1) or an absolute token count
+ * (budget_abs), per lane, in cost units (K+V token 1, V-only 1/2). */
+#ifndef SKV_SESSION_H
+#define SKV_SESSION_H
+#include <stdbool.h>
+#include <stddef.h>
+#include "runtime/backend/forward.h"
+#include "runtime/kv/kvcache.h"
+#include "runtime/policies/policy.h"
+#include "kernels/cpu/compensate.h"
+
+typedef struct {
+    const char *policy;        /* full, streamingllm, h2o, snapkv, pyramidkv, adakv, smallkv */
+    skv_policy_opts popts;
+    double budget;             /* fraction of the current length, or tokens when budget_abs */
+    bool budget_abs;
+    bool kv_f16;               /* fp16 storage in both tiers (and the SLM cache) */
+    int max_ctx;               /* longest sequence in tokens */
+    int T_max;                 /* prefill block size (default 256) */
+    /* SmallKV */
+    const skv_model *slm;
+    const int *map;            /* [L*H] LLM flat head -> SLM flat head (layer*h + head) */
+    bool online_map;           /* match heads on the prompt instead (map ignored) */
+    int online_min, online_max;/* keep everything below online_min tokens; match on keys
+                                  < online_max (defaults 100, 200) */
+    int slm_layers;            /* SLM early-stop depth (0: deepest mapped layer + 1; all when online) */
+    double slm_budget;         /* SLM cache compressed by H2O to this fraction (0 or >= 1: full cache) */
+    bool slm_session;          /* run the SLM through a session even at slm_budget 1 (tests) */
+    int n_layers;              /* run only the first n layers (0 = all; then no logits): SLM use */
+    /* A prefill base (skv_session_derive): policy full, one exact prefill that keeps every
+     * K/V in the cold tier and every statistic a policy's compression reads (column sums,
+     * window sums over popts.window rows, and with slm set the SLM's state to slm_layers
+     * (0: all) with its column sums / last rows), and compresses nothing. It cannot step. */
+    bool prefill_base;
+} skv_session_opts;
+
+void skv_session_opts_default(skv_session_opts *o);
+
+typedef struct {
+    size_t hot_used, hot_cap;    /* LLM hot tier, bytes */
+    size_t cold_used, cold_cap;  /* LLM cold tier, bytes (this session reads them) */
+    size_t cold_shared;          /* part of cold_used shared with forks (counted once by
+                                    skv_session_mem_total) */
+    size_t slm_weights;          /* SLM weight bytes (whole file + pair-packed decode copies) */
+    size_t slm_cache;            /* SLM K/V bytes in use (early-stop layers; the SLM session's hot
+                                    tier when compressed) */
+    size_t slm_scores;           /* SLM column-sum / last-row buffers */
+    double hot_tokens;           /* sum over lanes of n_kv + n_v/2 */
+    double budget_tokens;        /* sum over lanes of the lane budgets */
+    size_t full_equiv;           /* bytes the full cache would take at this length */
+} skv_session_mem;
+
+typedef struct skv_session skv_session;
+struct skv_session {
+    const skv_model *m;
+    skv_session_opts o;
+    skv_state *st;             /* LLM activations; st->logits after prefill / step */
+    skv_kvcache *kv;
+    skv_policy *pol;
+    int n;                     /* tokens in the sequence */
+    int n_sel;                 /* positions < n_sel were offered to select before */
+    bool in_prefill;
+    /* prefill statistics (H, pre_stride) per layer */
+    float **pre_colsum, **pre_obs;
+    int pre_stride, pre_obs_from;
+    float *obs_out;            /* (T_max, H, d) throwaway output of the window re-run */
+    /* per-layer selection buffers */
+    int **sel_kv, **sel_v;     /* [Hkv] -> (max_ctx) */
+    int *n_selkv, *n_selv;     /* [Hkv] */
+    int *itmp; float *ftmp; unsigned char *mark;   /* (max_ctx) */
+    float *probs, *scr, *pm, *w;                   /* attention scratch */
+    double *lane_budget;       /* [Hkv] */
+    /* SmallKV */
+    skv_state *slm;
+    int slm_layers;
+    float **slm_colsum, **slm_lastrow;   /* [slm_layers] -> (h, max_ctx) */
+    bool mapped;
+    float **onl_llm;           /* online matching: [L] -> (H, online_max) LLM column sums */
+    int restores;              /* rows promoted from the cold tier so far (not appends) */
+    double slm_seconds;        /* wall time in the SLM so far (a batched SLM step is split
+                                  evenly over its sessions) */
+    int L_act;                 /* layers run (o.n_layers or all) */
+    skv_session *slm_sess;     /* SLM as a compressed session (slm_budget < 1), or NULL */
+    /* export of every attention row (SLM session): [L_act] -> (H, x_stride) */
+    float **x_colsum, **x_lastrow;
+    int x_stride;
+    float *x_tmp; size_t x_tmp_n;   /* (H, cold_cap) last-row staging */
+    /* one decode layer's lanes, shared by the threads of a forward's team (sess_attn) */
+    skv_comp_args *lane_args;  /* [Hkv] */
+    float **lane_head_p;       /* [Hkv] per-head probabilities to export, or NULL */
+    size_t lane_work;          /* multiply-adds of the layer's compensated attention */
+    int team_rc;               /* the layer's status, read by every thread */
+    char team_err[256];        /* its message, copied to every thread's error */
+    /* batched decode workspaces (skv_session_step_batch), owned by the batch's first session */
+    skv_batch *bws, *slm_bws;
+};
+
+skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o);
+void skv_session_free(skv_session *s);
+/* Append T prompt tokens (any T >= 1, split into T_max blocks); logits of the last token
+ * in s->st->logits. -1 + error. */
+int skv_session_prefill(skv_session *s, const int *tokens, int T);
+/* One decode token; logits in s->st->logits. -1 + error. */
+int skv_session_step(skv_session *s, int token);
+/* Several sessions, one token each, decoded together: the LLM's matrix products run once
+ * for all n rows (skv_forward_batch), attention per session through its own cache and
+ * policy; SmallKV SLMs are batched the same way (plain SLM states together, compressed
+ * SLM sessions through this function). Sessions that cannot join (empty ones, which
+ * prefill; a different model or depth) step on their own. Workspaces are kept in ss[0]
+ * (reused while the same session leads the batch). Same results as skv_session_step one
+ * by one, up to the matmul path note in forward.h. -1 + error naming the entry; after an
+ * error the sessions of the batch are in an undefined state. */
+int skv_session_step_batch(skv_session **ss, const int *tokens, int n);
+/* A new session with options o that continues from the exact prefill of base (a
+ * prefill_base session, prefilled once): it shares base's cold tier copy-on-write, copies
+ * the statistics its policy reads and (SmallKV) the SLM's state to its depth, then
+ * compresses exactly as its own prefill of the same tokens would. One exact prefill thus
+ * serves every policy and budget. Refused (NULL + error) when the result could differ from
+ * a prefill of its own: another model, max_ctx or cache type, another observation window,
+ * an SLM deeper than base's or other than base's, a compressed SLM (slm_budget < 1),
+ * n_layers, export. */
+skv_session *skv_session_derive(skv_session *base, const skv_session_opts *o);
+/* Deep copy that continues identically. NULL + error. */
+skv_session *skv_session_fork(const skv_session *s);
+const float *skv_session_logits(const skv_session *s);
+void skv_session_mem_report(const skv_session *s, skv_session_mem *r);
+/* Bytes of n sessions together (e.g. forks of one prefill): hot tiers and SLM caches
+ * summed, cold tiers with each shared segment counted once (cold_used; cold_shared 0). */
+void skv_session_mem_total(skv_session *const *ss, int n, skv_session_mem *r);
+/* Export every attention of layers < L_act into colsum / lastrow [L_act] -> (H, stride):
+ * column sums accumulated over the whole history, last rows of the latest query. */
+void skv_session_export(skv_session *s, float **colsum, float **lastrow, int stride);
+/* One layer's selection of a decode step or prefill compression at length n, as the CPU
+ * attention hook does it: the policy picks every lane's hot set, the hot tier is reserved
+ * and applied (evictions, restores from cold, new rows from the fresh block). For an
+ * attention hook that runs elsewhere (runtime/backend/session_cuda.c). -1 + error. */
+int skv_session_select(skv_session *s, int layer, int n);
+/* The lane budget (cost units) at length n, before the policy's lane share. */
+double skv_session_budget(const skv_session *s, int n);
+
+#endif
