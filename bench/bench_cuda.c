@@ -144,12 +144,12 @@ static double bench_compressed(const skv_cuda_model *dm, const skv_model *m, con
     double tps = -1;
     skv_session_opts o;
     skv_session_opts_default(&o);
-    o.policy = policy;
+    if (skv_policy_spec_parse(policy, &o.pol)) { set_err(err, en); return -1; }
     o.budget = COMP_BUDGET;
     o.max_ctx = PREFILL + steps + 2;
     o.T_max = PREFILL;
     o.kv_f16 = true;
-    if (!strcmp(policy, "smallkv")) {
+    if (o.pol.desc->caps & SKV_POLICY_NEEDS_SLM) {   /* a self pair, identity mapping */
         const int n = m->cfg.n_layer * m->cfg.n_head;
         if (!(map = malloc((size_t)n * sizeof(int)))) { snprintf(err, en, "out of host memory"); return -1; }
         for (int i = 0; i < n; i++) map[i] = i;

@@ -75,6 +75,33 @@ char *skv_strdup(const char *s) {
     return p;
 }
 
+float **skv_rows_new(int count, size_t n, const char *what) {
+    float **a = skv_calloc((size_t)count, sizeof(float *), what);
+    if (!a) return NULL;
+    for (int i = 0; i < count; i++) {
+        a[i] = skv_calloc(n ? n : 1, sizeof(float), what);
+        if (!a[i]) {
+            skv_rows_free(a, i);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+float **skv_rows_copy(float *const *src, int count, size_t n, const char *what) {
+    if (!src) return NULL;
+    float **a = skv_rows_new(count, n, what);
+    if (!a) return NULL;
+    for (int i = 0; i < count; i++) memcpy(a[i], src[i], n * sizeof(float));
+    return a;
+}
+
+void skv_rows_free(float **a, int count) {
+    if (!a) return;
+    for (int i = 0; i < count; i++) free(a[i]);
+    free(a);
+}
+
 char *skv_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) { skv_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }

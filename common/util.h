@@ -28,6 +28,12 @@ void *skv_malloc(size_t n, const char *what);
 void *skv_calloc(size_t count, size_t size, const char *what);
 void *skv_aligned_alloc(size_t n, const char *what);   /* 64-byte aligned, free with free() */
 char *skv_strdup(const char *s);
+/* `count` zeroed rows of n floats (at least one each); NULL + error. Free with skv_rows_free. */
+float **skv_rows_new(int count, size_t n, const char *what);
+/* A copy of count rows of n floats; NULL (no error) when src is NULL, NULL + error when out
+ * of memory. */
+float **skv_rows_copy(float *const *src, int count, size_t n, const char *what);
+void skv_rows_free(float **a, int count);
 
 /* Overflow-checked arithmetic: return false on overflow. */
 static inline bool skv_mul_ok(size_t a, size_t b, size_t *out) {

@@ -8,103 +8,52 @@
 #include <stdlib.h>
 #include <string.h>
 
-void skv_eval_pol_default(skv_eval_pol *p) {
-    memset(p, 0, sizeof *p);
-    strcpy(p->policy, "full");
-    skv_policy_opts_default(&p->popts);
-}
-
-static const char *combine_name(skv_combine c) {
-    return c == SKV_COMBINE_MASS ? "mass" : c == SKV_COMBINE_RENORM ? "renorm" : "sum";
-}
-
-int skv_eval_pol_parse(const char *spec, skv_eval_pol *out) {
+int skv_eval_pol_parse(const char *spec, const char *defaults, skv_eval_pol *out) {
     char buf[256];
+    memset(out, 0, sizeof *out);
     if (!spec || !*spec || strlen(spec) >= sizeof buf) return skv_error("policy spec '%s': empty or too long", spec ? spec : "");
     strcpy(buf, spec);
-    char *save = NULL, *tok = strtok_r(buf, ":", &save);
-    if (!tok || strlen(tok) >= sizeof out->policy) return skv_error("policy spec '%s': bad policy name", spec);
-    skv_policy *probe = skv_policy_new(tok, &out->popts, 1, 1, 1);
-    if (!probe) return skv_error("policy spec '%s': unknown policy '%s' (known: %s)", spec, tok, skv_policy_names());
-    skv_policy_free(probe);
-    strcpy(out->policy, tok);
-    const bool skv = !strcmp(tok, "smallkv");
-    while ((tok = strtok_r(NULL, ":", &save)) != NULL) {
-        char *eq = strchr(tok, '=');
-        const char *val = eq ? eq + 1 : NULL;
-        if (eq) *eq = 0;
-        char *end = NULL;
-        if (!strcmp(tok, "sinks") && val) {
-            long x = strtol(val, &end, 10);
-            if (*end || x < 0 || x > 4096) return skv_error("policy spec '%s': sinks=%s", spec, val);
-            out->popts.sinks = (int)x;
-        } else if (!strcmp(tok, "window") && val) {
-            long x = strtol(val, &end, 10);
-            if (*end || x < 1 || x > 4096) return skv_error("policy spec '%s': window=%s", spec, val);
-            out->popts.window = (int)x;
-        } else if (!skv) {
-            return skv_error("policy spec '%s': modifier '%s' applies to smallkv only", spec, tok);
-        } else if (!strcmp(tok, "sum") && !val) out->popts.combine = SKV_COMBINE_SUM;
-        else if (!strcmp(tok, "mass") && !val) out->popts.combine = SKV_COMBINE_MASS;
-        else if (!strcmp(tok, "renorm") && !val) out->popts.combine = SKV_COMBINE_RENORM;
-        else if (!strcmp(tok, "online") && !val) out->online = true;
-        else if (!strcmp(tok, "profile") && !val) out->online = false;
-        else if (!strcmp(tok, "nosal") && !val) out->popts.no_saliency = true;
-        else if (!strcmp(tok, "nomarg") && !val) out->popts.no_marginal = true;
-        else if (!strcmp(tok, "adaptive") && !val) out->popts.adaptive_split = true;
-        else if (!strcmp(tok, "score") && val && skv_slm_score_parse(val) >= 0)
-            out->popts.slm_score = (skv_slm_score)skv_slm_score_parse(val);
-        else if (!strcmp(tok, "depth") && val) {
-            long x = strtol(val, &end, 10);
-            if (*end || x < 0 || x > 4096) return skv_error("policy spec '%s': depth=%s", spec, val);
-            out->slm_depth = (int)x;
-        } else if (!strcmp(tok, "slmb") && val) {
-            double x = strtod(val, &end);
-            if (*end || !(x > 0 && x <= 1)) return skv_error("policy spec '%s': slmb=%s is not in (0, 1]", spec, val);
-            out->slm_budget = x >= 1 ? 0 : x;
-        } else {
-            return skv_error("policy spec '%s': unknown modifier '%s%s%s' (smallkv: sum mass renorm profile online "
-                             "nosal nomarg adaptive score=acc|now|mean depth=N slmb=F; any: sinks=N window=N)", spec, tok, val ? "=" : "",
-                             val ? val : "");
+    char *colon = strpbrk(buf, ":,");
+    if (colon) *colon = 0;
+    if (skv_policy_spec_default(buf, &out->spec)) return skv_error_prefix("policy spec '%s'", spec);
+    if (defaults && *defaults) {
+        char d[256];
+        snprintf(d, sizeof d, "%s", defaults);
+        char *save = NULL;
+        for (char *t = strtok_r(d, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(t, '=');
+            if (eq) *eq = 0;
+            skv_policy_spec probe = out->spec;
+            /* a default only for the policies that have the option */
+            if (!skv_policy_spec_set(&probe, t, eq ? eq + 1 : NULL)) out->spec = probe;
         }
     }
-    /* canonical label */
-    skv_policy_opts d;
-    skv_policy_opts_default(&d);
-    int o = snprintf(out->label, sizeof out->label, "%s", out->policy);
-    if (skv) {
-        o += snprintf(out->label + o, sizeof out->label - o, ":%s:%s", combine_name(out->popts.combine),
-                      out->online ? "online" : "profile");
-        if (out->popts.no_saliency) o += snprintf(out->label + o, sizeof out->label - o, ":nosal");
-        if (out->popts.no_marginal) o += snprintf(out->label + o, sizeof out->label - o, ":nomarg");
-        if (out->popts.adaptive_split) o += snprintf(out->label + o, sizeof out->label - o, ":adaptive");
-        if (out->popts.slm_score != SKV_SLM_SCORE_ACC)
-            o += snprintf(out->label + o, sizeof out->label - o, ":score=%s", skv_slm_score_name(out->popts.slm_score));
-        if (out->slm_depth) o += snprintf(out->label + o, sizeof out->label - o, ":depth=%d", out->slm_depth);
-        if (out->slm_budget > 0) o += snprintf(out->label + o, sizeof out->label - o, ":slmb=%g", out->slm_budget);
+    if (colon) {
+        char *save = NULL;
+        for (char *t = strtok_r(colon + 1, ":,", &save); t; t = strtok_r(NULL, ":,", &save)) {
+            char *eq = strchr(t, '=');
+            if (eq) *eq = 0;
+            if (skv_policy_spec_set(&out->spec, t, eq ? eq + 1 : NULL)) return skv_error_prefix("policy spec '%s'", spec);
+        }
     }
-    if (out->popts.sinks != d.sinks) o += snprintf(out->label + o, sizeof out->label - o, ":sinks=%d", out->popts.sinks);
-    if (out->popts.window != d.window) snprintf(out->label + o, sizeof out->label - o, ":window=%d", out->popts.window);
+    skv_policy_spec_label(&out->spec, out->label, sizeof out->label);
     return 0;
 }
 
 /* session options of a cell (policy p at budget) */
 static int cell_opts(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx, skv_session_opts *o) {
     skv_session_opts_default(o);
-    o->policy = p->policy;
-    o->popts = p->popts;
-    o->budget = strcmp(p->policy, "full") ? budget : 1.0;
+    o->pol = p->spec;
+    o->budget = p->spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1.0 : budget;
     o->kv_f16 = c->kv_f16;
     o->max_ctx = max_ctx;
     if (c->T_max > 0) o->T_max = c->T_max;
-    if (!strcmp(p->policy, "smallkv")) {
+    if (p->spec.desc->caps & SKV_POLICY_NEEDS_SLM) {
         if (!c->slm) return skv_error("%s: no SLM given (--slm)", p->label);
-        if (!p->online && !c->map) return skv_error("%s: no profile mapping (give --profile or use :online)", p->label);
+        if (skv_policy_spec_needs_map(&p->spec) && !c->map)
+            return skv_error("%s: no profile mapping (give --profile or use :online)", p->label);
         o->slm = c->slm;
-        o->map = p->online ? NULL : c->map;
-        o->online_map = p->online;
-        o->slm_layers = p->slm_depth;
-        o->slm_budget = p->slm_budget;
+        o->map = c->map;
     }
     return 0;
 }
@@ -124,9 +73,13 @@ skv_session *skv_eval_base(const skv_eval_ctx *c, const skv_eval_pol *const *pol
     o.kv_f16 = c->kv_f16;
     o.max_ctx = max_ctx;
     if (c->T_max > 0) o.T_max = c->T_max;
-    for (int i = 0; i < n; i++)
-        if (!strcmp(pols[i]->policy, "smallkv") && c->slm && !(pols[i]->slm_budget > 0 && pols[i]->slm_budget < 1))
-            o.slm = c->slm;   /* all SLM layers: serves every depth */
+    for (int i = 0; i < n && c->slm; i++)
+        if (pols[i]->spec.desc->caps & SKV_POLICY_NEEDS_SLM) {
+            /* the policy at its defaults prepares the SLM to all layers: serves every depth */
+            skv_policy_spec_default(pols[i]->spec.desc->name, &o.pol);
+            o.slm = c->slm;
+            break;
+        }
     skv_session *s = skv_session_new(c->llm, &o);
     if (!s) skv_error_prefix("prefill base");
     return s;
@@ -167,8 +120,9 @@ static int step_all(const skv_eval_ctx *c, skv_session **ss, const int *tokens, 
 
 static void online_agreement(skv_fid_cell *cell, const skv_session *s, const int *map, const int *map_full) {
     cell->heads = 0;
-    if (strcmp(cell->pol->policy, "smallkv") || !cell->pol->online || !map) return;
-    const int *om = skv_policy_smallkv_map(s->pol);
+    /* a policy that maps heads without the profile's map */
+    if (!(cell->pol->spec.desc->caps & SKV_POLICY_NEEDS_SLM) || skv_policy_spec_needs_map(&cell->pol->spec) || !map) return;
+    const int *om = s->pol->head_map ? s->pol->head_map(s->pol) : NULL;
     if (!om) return;
     const int n = s->m->cfg.n_layer * s->m->cfg.n_head;
     cell->heads = n;
@@ -198,8 +152,7 @@ int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, sk
     if (skv_session_prefill(base, tokens, P)) { skv_error_prefix("fidelity: prefill"); goto done; }
     const double base_s = skv_now() - t0;
     skv_eval_pol full;
-    skv_eval_pol_default(&full);
-    strcpy(full.label, "full");
+    if (skv_eval_pol_parse("full", NULL, &full)) goto done;
     bool dv;
     if (!(ss[0] = skv_eval_cell_session(c, &full, 1.0, N, base, tokens, P, &dv))) goto done;
     for (int i = 0; i < n_cells; i++) {
@@ -209,7 +162,9 @@ int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, sk
         if (!(ss[i + 1] = skv_eval_cell_session(c, cells[i].pol, cells[i].budget, N, base, tokens, P, &cells[i].shared_prefill)))
             goto done;
         cells[i].prefill_s = (skv_now() - t0) + (cells[i].shared_prefill ? base_s : 0);
-        ss[i + 1]->slm_seconds = 0;   /* an own prefill's SLM time is in prefill_s */
+        skv_session_mem m;
+        skv_session_mem_report(ss[i + 1], &m);
+        cells[i].slm_s = -m.slm_seconds;   /* an own prefill's SLM time is in prefill_s */
         cells[i].seconds = 0;
     }
     skv_session_free(base);   /* derived sessions hold what they need (the cold tier is refcounted) */
@@ -246,7 +201,7 @@ int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, sk
         skv_session_mem_report(ss[i + 1], &cells[i].mem);
         cells[i].restores = ss[i + 1]->restores;
         cells[i].timed = timed;
-        cells[i].slm_s = ss[i + 1]->slm_seconds;
+        cells[i].slm_s += cells[i].mem.slm_seconds;
         online_agreement(&cells[i], ss[i + 1], c->map, map_full);
     }
     rc = 0;

@@ -19,22 +19,19 @@
 #include "runtime/model/model.h"
 #include "runtime/session/session.h"
 
-/* SmallKV modifiers: sum | mass | renorm (combine), profile | online (mapping), nosal
- * (no saliency), nomarg (no marginal), adaptive (adaptive split), depth=N (SLM layers),
- * slmb=F (SLM cache H2O-compressed to F). Any policy: sinks=N, window=N. */
+/* A cell's policy: a spec "name[:opt[=value]]..." (runtime/policies/policy.h: every
+ * policy's options by name, short name or bare value, e.g. "smallkv:mass:online:nosal",
+ * "h2o:heavy=0.3") parsed with its canonical label, which names the cell in results keys. */
 typedef struct {
-    char label[128];           /* canonical: "smallkv:mass:profile" ... */
-    char policy[24];
-    skv_policy_opts popts;
-    bool online;
-    int slm_depth;             /* 0: the profile's (deepest mapped layer + 1) */
-    double slm_budget;         /* 0 / >= 1: full SLM cache */
+    char label[128];
+    skv_policy_spec spec;
 } skv_eval_pol;
 
-/* Parse spec on top of the defaults in *out (fill out with skv_eval_pol_default first).
- * -1 + error naming the bad modifier. */
-void skv_eval_pol_default(skv_eval_pol *p);
-int skv_eval_pol_parse(const char *spec, skv_eval_pol *out);
+/* Parse spec into *out. defaults (may be NULL): "name=value,..." applied first to the
+ * policies that have those options (the others ignore them). -1 + error naming the bad
+ * part. */
+int skv_eval_pol_parse(const char *spec, const char *defaults, skv_eval_pol *out);
+static inline const char *skv_eval_pol_name(const skv_eval_pol *p) { return p->spec.desc->name; }
 
 typedef struct {
     const skv_model *llm, *slm;   /* slm may be NULL when no smallkv cell runs */
@@ -45,11 +42,13 @@ typedef struct {
                                      fidelity then times every cell's steps */
 } skv_eval_ctx;
 
-/* A session for a policy at a budget (fraction; full ignores it). NULL + error. */
+/* A session for a policy at a budget (fraction; a policy that keeps everything ignores it).
+ * NULL + error. */
 skv_session *skv_eval_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx);
 
-/* The prefill base for cells pols[0..n): with the SLM (all layers) when a smallkv cell
- * derives from it. NULL + error. */
+/* The prefill base for cells pols[0..n): run by the first cell policy that needs the SLM
+ * (it prepares the SLM, all layers, for the derived cells of its kind), else by full.
+ * NULL + error. */
 skv_session *skv_eval_base(const skv_eval_ctx *c, const skv_eval_pol *const *pols, int n, int max_ctx);
 /* A cell's session after the prefill of tokens[0..n_tok): derived from base (may be NULL)
  * when possible (*derived = true), else prefilled by itself. NULL + error. */
@@ -68,8 +67,8 @@ typedef struct {
     double prefill_s;             /* the shared prefill + this cell's derive (or own prefill) */
     bool shared_prefill;          /* derived from the shared prefill */
     int restores;
-    int agree_heads, heads;       /* smallkv online: LLM heads whose online map equals c->map
-                                     (heads = 0 when not applicable) */
+    int agree_heads, heads;       /* a policy that maps heads online (SmallKV): LLM heads whose
+                                     online map equals c->map (heads = 0 when not applicable) */
     int agree_full;               /* ... equal to map_full (when given) */
 } skv_fid_cell;
 

@@ -31,15 +31,15 @@ static const char *EVAL_USAGE =
     "       smallkv eval report RESULTS.json [MORE.json ...] -o docs/results.md\n"
     "TASK: fidelity | passkey | gsm8k | bbh | calibration\n"
     "  --llm MODEL          the large model (GGUF or HF directory)\n"
-    "  --slm MODEL          the small model (needed by smallkv cells)\n"
-    "  --profile FILE       SmallKV profile (.skvprof) for the pair; checked against both models\n"
-    "  --mapping M          profile | online: default mapping of smallkv cells (default: profile\n"
-    "                       when --profile is given, else online)\n"
+    "  --slm MODEL          the small model (needed by cells whose policy runs one: smallkv)\n"
+    "  --profile FILE       SmallKV profile (.skvprof) for the pair; checked against both models;\n"
+    "                       without one, cells default to mapping=online\n"
     "  --policies LIST      comma-separated policy specs (default full,streamingllm,h2o,snapkv,\n"
-    "                       pyramidkv,adakv,smallkv); modifiers after ':', e.g. smallkv:mass:online,\n"
-    "                       smallkv:nosal, smallkv:nomarg, smallkv:adaptive, smallkv:score=acc, smallkv:depth=16,\n"
-    "                       smallkv:slmb=0.4, h2o:sinks=8\n"
-    "  --combine C          default smallkv combine: sum | mass | renorm (default renorm)\n"
+    "                       pyramidkv,adakv,smallkv); options after ':', by name, short name or\n"
+    "                       bare value, e.g. smallkv:mass:online, smallkv:nosal, smallkv:score=acc,\n"
+    "                       smallkv:depth=16, smallkv:slmb=0.4, h2o:sinks=8 (options below)\n"
+    "  --OPTION VALUE       any policy option (e.g. --combine mass, --mapping online, --sinks 8):\n"
+    "                       the default for every cell whose policy has it\n"
     "  --budgets LIST       fractions of the full cache (default 0.05,0.1,0.2,0.4); full runs once\n"
     "  --limit N            units per task: documents per corpus (fidelity, calibration; default 1),\n"
     "                       problems (gsm8k, default 20), examples per bbh task (default 10)\n"
@@ -59,19 +59,21 @@ static const char *EVAL_USAGE =
     "  -o FILE              results JSON: created, or resumed (units already there are skipped)\n"
     "One exact prefill per unit serves every cell (derived sessions, see session.h).\n"
     "Records are written after every unit (atomic rewrite); progress and ETA go to stderr (a\n"
-    "line per unit or per minute when stderr is not a terminal).\n";
+    "line per unit or per minute when stderr is not a terminal).\n"
+    "Policies and their options:\n";
 
 #define MAXL 64
 
 typedef struct {
-    const char *task, *llm_path, *slm_path, *profile_path, *out, *data_dir, *mapping, *kv;
+    const char *task, *llm_path, *slm_path, *profile_path, *out, *data_dir, *kv;
+    char defaults[512];            /* "name=value,..." policy option defaults from the flags */
     char *pol_specs[MAXL]; int n_pols;
     double budgets[MAXL]; int n_budgets;
     char *corpora[MAXL]; int n_corpora;
     int lengths[MAXL]; int n_lengths;
     int depths[MAXL]; int n_depths;
     char *bbh_tasks[MAXL]; int n_bbh;
-    int limit, tokens, prefill, max_new, threads, combine, batch;
+    int limit, tokens, prefill, max_new, threads, batch;
     /* loaded */
     skv_model *llm, *slm;
     skv_profile *prof;
@@ -173,14 +175,30 @@ static cJSON *fp_json(const char *path, const skv_model_fp *fp) {
     return o;
 }
 
-static const char *combine_str(skv_combine x) { return x == SKV_COMBINE_MASS ? "mass" : x == SKV_COMBINE_RENORM ? "renorm" : "sum"; }
-
-static bool is_smallkv(const skv_eval_pol *p) { return !strcmp(p->policy, "smallkv"); }
+static bool runs_slm(const skv_eval_pol *p) { return p->spec.desc->caps & SKV_POLICY_NEEDS_SLM; }
+static bool uses_profile(const eval_cfg *c, const skv_eval_pol *p) { return c->prof && skv_policy_spec_needs_map(&p->spec); }
+static double cell_budget(const skv_eval_pol *p, double budget) {
+    return p->spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1.0 : budget;
+}
 
 static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n) {
     snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s", c->task, unit, p->label,
-             strcmp(p->policy, "full") ? budget : 1.0, c->fp_llm.weight_hash,
-             is_smallkv(p) ? c->fp_slm.weight_hash : "-", is_smallkv(p) && !p->online && c->prof ? c->prof_sha : "-", c->kv);
+             cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) ? c->fp_slm.weight_hash : "-",
+             uses_profile(c, p) ? c->prof_sha : "-", c->kv);
+}
+
+/* the policy's options by name, from its table */
+static cJSON *options_json(const skv_eval_pol *p) {
+    cJSON *o = cJSON_CreateObject();
+    const skv_policy_desc *d = p->spec.desc;
+    for (int i = 0; i < d->n_opts; i++) {
+        const skv_opt_desc *od = &d->opts[i];
+        const double v = skv_opt_get(&p->spec, od);
+        if (od->type == SKV_OPT_ENUM) cJSON_AddStringToObject(o, od->name, od->values[(int)v]);
+        else if (od->type == SKV_OPT_BOOL) cJSON_AddBoolToObject(o, od->name, v != 0);
+        else cJSON_AddNumberToObject(o, od->name, v);
+    }
+    return o;
 }
 
 static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol *p, double budget, cJSON *unit) {
@@ -189,26 +207,13 @@ static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol
     cJSON_AddStringToObject(r, "task", c->task);
     cJSON_AddItemToObject(r, "unit", unit);
     cJSON_AddStringToObject(r, "policy", p->label);
-    cJSON_AddStringToObject(r, "policy_name", p->policy);
-    cJSON_AddNumberToObject(r, "budget", strcmp(p->policy, "full") ? budget : 1.0);
-    cJSON *o = cJSON_AddObjectToObject(r, "options");
-    cJSON_AddNumberToObject(o, "sinks", p->popts.sinks);
-    cJSON_AddNumberToObject(o, "window", p->popts.window);
-    if (is_smallkv(p)) {
-        cJSON_AddStringToObject(o, "combine", combine_str(p->popts.combine));
-        cJSON_AddStringToObject(o, "mapping", p->online ? "online" : "profile");
-        cJSON_AddBoolToObject(o, "no_saliency", p->popts.no_saliency);
-        cJSON_AddBoolToObject(o, "no_marginal", p->popts.no_marginal);
-        cJSON_AddBoolToObject(o, "adaptive_split", p->popts.adaptive_split);
-        if (p->popts.slm_score != SKV_SLM_SCORE_ACC)   /* absent = acc: older records stay valid */
-            cJSON_AddStringToObject(o, "slm_score", skv_slm_score_name(p->popts.slm_score));
-        cJSON_AddNumberToObject(o, "slm_depth", p->slm_depth);
-        cJSON_AddNumberToObject(o, "slm_budget", p->slm_budget > 0 ? p->slm_budget : 1.0);
-    }
+    cJSON_AddStringToObject(r, "policy_name", skv_eval_pol_name(p));
+    cJSON_AddNumberToObject(r, "budget", cell_budget(p, budget));
+    cJSON_AddItemToObject(r, "options", options_json(p));
     cJSON *m = cJSON_AddObjectToObject(r, "models");
     cJSON_AddItemToObject(m, "llm", fp_json(c->llm_path, &c->fp_llm));
-    if (is_smallkv(p) && c->slm) cJSON_AddItemToObject(m, "slm", fp_json(c->slm_path, &c->fp_slm));
-    if (is_smallkv(p) && !p->online && c->prof) {
+    if (runs_slm(p) && c->slm) cJSON_AddItemToObject(m, "slm", fp_json(c->slm_path, &c->fp_slm));
+    if (uses_profile(c, p)) {
         cJSON *pj = cJSON_AddObjectToObject(m, "profile");
         cJSON_AddStringToObject(pj, "path", c->profile_path);
         cJSON_AddStringToObject(pj, "sha256", c->prof_sha);
@@ -249,9 +254,7 @@ static int run_fidelity(eval_cfg *c, bool calibration) {
     if (calibration) {
         if (!c->prof) { fprintf(stderr, "smallkv: eval calibration needs --profile\n"); return CLI_USAGE; }
         for (int k = 0; k < 2; k++) {
-            skv_eval_pol_default(&cal[k]);
-            cal[k].popts.combine = c->combine;
-            if (skv_eval_pol_parse(k ? "smallkv:online" : "smallkv:profile", &cal[k])) return cli_fail(NULL);
+            if (skv_eval_pol_parse(k ? "smallkv:online" : "smallkv:profile", c->defaults, &cal[k])) return cli_fail(NULL);
             pl[npl++] = &cal[k];
         }
     } else {
@@ -276,7 +279,7 @@ static int run_fidelity(eval_cfg *c, bool calibration) {
             int n = 0;
             for (int p = 0; p < npl; p++)
                 for (int b = 0; b < c->n_budgets; b++) {
-                    if (!strcmp(pl[p]->policy, "full") && b > 0) continue;
+                    if ((pl[p]->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
                     if (n == (int)(sizeof cells / sizeof *cells)) break;
                     make_key(c, unit, pl[p], c->budgets[b], keys[n], sizeof keys[n]);
                     if (skv_store_has(c->store, keys[n])) continue;
@@ -333,7 +336,7 @@ static int run_fidelity(eval_cfg *c, bool calibration) {
                 if (cells[i].timed) {   /* decode time of this cell alone (--batch 1) */
                     cJSON_AddNumberToObject(r, "seconds", cells[i].seconds);
                     cJSON_AddNumberToObject(r, "seconds_per_step", cells[i].seconds / (s.steps ? s.steps : 1));
-                    if (is_smallkv(cells[i].pol)) cJSON_AddNumberToObject(r, "slm_seconds", cells[i].slm_s);
+                    if (runs_slm(cells[i].pol)) cJSON_AddNumberToObject(r, "slm_seconds", cells[i].slm_s);
                 }
                 skv_fid_free(&cells[i].acc);
                 if (skv_store_add(c->store, r)) { free(text); return cli_fail(NULL); }
@@ -367,7 +370,7 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
     for (int p = 0; p < c->n_pols; p++)
         for (int b = 0; b < c->n_budgets; b++) {
             const skv_eval_pol *pol = &c->pols[p];
-            if (!strcmp(pol->policy, "full") && b > 0) continue;
+            if ((pol->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
             if (n == (int)(sizeof cells / sizeof *cells)) break;
             make_key(c, unit, pol, c->budgets[b], keys[n], sizeof keys[n]);
             if (skv_store_has(c->store, keys[n])) { c->work_done += 1; continue; }
@@ -414,7 +417,7 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
 
 static int n_cells(const eval_cfg *c) {
     int n = 0;
-    for (int p = 0; p < c->n_pols; p++) n += strcmp(c->pols[p].policy, "full") ? c->n_budgets : 1;
+    for (int p = 0; p < c->n_pols; p++) n += c->pols[p].spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1 : c->n_budgets;
     return n;
 }
 
@@ -510,26 +513,24 @@ int cmd_eval(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     c.kv = "f16";
     c.tokens = 2048; c.prefill = 512; c.batch = 16;
-    c.combine = SKV_COMBINE_RENORM;
     c.data_dir = getenv("SKV_DATA_DIR") && *getenv("SKV_DATA_DIR") ? getenv("SKV_DATA_DIR") : "../shared/data";
     const char *pols = "full,streamingllm,h2o,snapkv,pyramidkv,adakv,smallkv", *budgets = "0.05,0.1,0.2,0.4";
     const char *corpora = "wikitext2,pg-essays", *lengths = "1024,2048,4096", *depths = "0,25,50,75,100";
     const char *bbh = "date_understanding,logical_deduction_five_objects,tracking_shuffled_objects_five_objects,multistep_arithmetic_two";
-    const char *combine = "renorm";
+    bool mapping_given = false;
+    size_t nd = 0;
     int o = snprintf(c.command, sizeof c.command, "smallkv");
     for (int i = 0; i < argc && o < (int)sizeof c.command - 1; i++)
         o += snprintf(c.command + o, sizeof c.command - o, " %s", argv[i]);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
-        if (cli_is_help(a)) { fputs(EVAL_USAGE, stdout); free_cfg(&c); return CLI_OK; }
+        if (cli_is_help(a)) { fputs(EVAL_USAGE, stdout); fputs(skv_policy_help(), stdout); free_cfg(&c); return CLI_OK; }
         else if (!strcmp(a, "--llm")) ok = cli_str(argc, argv, &i, &c.llm_path);
         else if (!strcmp(a, "--slm")) ok = cli_str(argc, argv, &i, &c.slm_path);
         else if (!strcmp(a, "--profile")) ok = cli_str(argc, argv, &i, &c.profile_path);
-        else if (!strcmp(a, "--mapping")) ok = cli_str(argc, argv, &i, &c.mapping);
         else if (!strcmp(a, "--policies")) ok = cli_str(argc, argv, &i, &pols);
         else if (!strcmp(a, "--budgets")) ok = cli_str(argc, argv, &i, &budgets);
-        else if (!strcmp(a, "--combine")) ok = cli_str(argc, argv, &i, &combine);
         else if (!strcmp(a, "--corpora")) ok = cli_str(argc, argv, &i, &corpora);
         else if (!strcmp(a, "--lengths")) ok = cli_str(argc, argv, &i, &lengths);
         else if (!strcmp(a, "--depths")) ok = cli_str(argc, argv, &i, &depths);
@@ -543,6 +544,20 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--max-new")) ok = cli_int(argc, argv, &i, 1, 1 << 16, &c.max_new);
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &c.threads);
         else if (!strcmp(a, "--batch")) ok = cli_int(argc, argv, &i, 1, 64, &c.batch);
+        else if (a[0] == '-' && a[1] == '-' && skv_policy_any_option(a + 2)) {
+            /* a policy option: the default of every cell whose policy has it */
+            const skv_opt_desc *od = skv_policy_any_option(a + 2);
+            const char *v = NULL;
+            if (od->type != SKV_OPT_BOOL && !(ok = cli_str(argc, argv, &i, &v))) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, NULL); }
+            if (skv_policy_option_check(a + 2, v)) {
+                free_cfg(&c);
+                return cli_usage_error(EVAL_USAGE, "eval: %s", skv_last_error());
+            }
+            if (!strcmp(od->name, "mapping")) mapping_given = true;
+            nd += (size_t)snprintf(c.defaults + nd, nd < sizeof c.defaults ? sizeof c.defaults - nd : 0, "%s%s%s%s",
+                                   nd ? "," : "", od->name, v ? "=" : "", v ? v : "");
+            if (nd >= sizeof c.defaults) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: too many policy options"); }
+        }
         else if (a[0] == '-' && a[1]) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: unknown option '%s'", a); }
         else if (!c.task) c.task = a;
         else { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: unexpected argument '%s'", a); }
@@ -556,8 +571,6 @@ int cmd_eval(int argc, char **argv) {
     else if (!c.llm_path) why = "missing --llm";
     else if (!c.out) why = "missing -o RESULTS.json";
     else if (strcmp(c.kv, "f16") && strcmp(c.kv, "f32")) why = "--kv must be f16 or f32";
-    else if (c.mapping && strcmp(c.mapping, "profile") && strcmp(c.mapping, "online")) why = "--mapping must be profile or online";
-    else if (strcmp(combine, "sum") && strcmp(combine, "mass") && strcmp(combine, "renorm")) why = "--combine must be sum, mass or renorm";
     else if ((c.n_pols = split(pols, c.pol_specs, MAXL)) <= 0) why = "bad --policies";
     else if ((c.n_budgets = split_num(budgets, c.budgets, MAXL, 1e-6, 1.0)) <= 0) why = "bad --budgets (fractions in (0, 1])";
     else if ((c.n_corpora = split(corpora, c.corpora, MAXL)) <= 0) why = "bad --corpora";
@@ -571,17 +584,19 @@ int cmd_eval(int argc, char **argv) {
         for (int i = 0; i < c.n_depths; i++) c.depths[i] = (int)tmp[i];
     }
     if (why) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: %s", why); }
-    c.combine = !strcmp(combine, "mass") ? SKV_COMBINE_MASS : !strcmp(combine, "renorm") ? SKV_COMBINE_RENORM : SKV_COMBINE_SUM;
-    bool online_default = c.mapping ? !strcmp(c.mapping, "online") : !c.profile_path;
+    /* without a profile the head mapping is matched online by default */
+    if (!mapping_given && !c.profile_path)
+        snprintf(c.defaults + nd, sizeof c.defaults - nd, "%smapping=online", nd ? "," : "");
     bool need_slm = !strcmp(c.task, "calibration");
     for (int i = 0; i < c.n_pols; i++) {
-        skv_eval_pol_default(&c.pols[i]);
-        c.pols[i].popts.combine = c.combine;
-        c.pols[i].online = online_default;
-        if (skv_eval_pol_parse(c.pol_specs[i], &c.pols[i])) { fprintf(stderr, "smallkv: %s\n", skv_last_error()); free_cfg(&c); return CLI_USAGE; }
-        if (is_smallkv(&c.pols[i])) need_slm = true;
+        if (skv_eval_pol_parse(c.pol_specs[i], c.defaults, &c.pols[i])) {
+            fprintf(stderr, "smallkv: %s\n", skv_last_error());
+            free_cfg(&c);
+            return CLI_USAGE;
+        }
+        if (runs_slm(&c.pols[i])) need_slm = true;
     }
-    if (need_slm && !c.slm_path) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: smallkv cells need --slm"); }
+    if (need_slm && !c.slm_path) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: cells that run an SLM need --slm"); }
     if (c.limit <= 0 && (!strcmp(c.task, "fidelity") || !strcmp(c.task, "calibration"))) c.limit = 1;
     cli_set_threads(c.threads);
     git_commit(c.git, sizeof c.git);

@@ -55,37 +55,42 @@ int smallkv_is_stop(const smallkv_pair *p, int id);
 /* ---- sessions ---- */
 
 typedef struct {
-    const char *policy;    /* full, streamingllm, h2o, snapkv, pyramidkv, adakv, ems, smallkv */
+    const char *policy;    /* a policy spec "name[:option=value...]" (':' or ','), e.g. "h2o",
+                              "h2o:heavy=0.3", "smallkv:score=acc:nosal"; default "full".
+                              smallkv_policies_help() lists every policy and its options */
     double budget;         /* hot-tier size as a fraction of the sequence, in (0, 1] */
     int max_ctx;           /* longest sequence (0: min(model context, 4096)) */
     int kv_f32;            /* 1: fp32 K/V storage (default fp16) */
-    /* policy options (defaults from smallkv_options_default) */
-    int sinks;             /* always-kept first tokens (4) */
-    int window;            /* SnapKV / EMS observation window (32) */
-    int pool;              /* SnapKV max-pool kernel (7) */
-    double heavy;          /* H2O heavy-hitter share of the budget (0.5) */
-    double ems_gamma;      /* EMS candidate multiple (4) */
-    double ems_tau;        /* EMS merge threshold (0.6) */
-    const char *reduce;    /* query heads -> KV head: "sum" (default), "mean", "max" */
-    /* SmallKV */
-    const char *combine;   /* "renorm" (default, measured best), "sum", "mass" */
-    const char *mapping;   /* "profile" (default; needs smallkv_pair_load_profile) or "online" */
-    const char *split;     /* "fixed" (critical:recent:marginal 2:1:2, default) or "adaptive" */
-    double recent;         /* recent share weight of the fixed split (1; critical 2, marginal 2) */
-    const char *score;     /* token score from the SLM: "now" (this step's attention row; default,
-                            * measured best), "acc" (accumulated over the SLM's history, as the
-                            * method describes), "mean" (accumulated / rows seen) */
-    int no_saliency;       /* ablation: the LLM's own scores, no restores from the cold tier */
-    int no_marginal;       /* ablation: no V-only (marginal) tokens */
-    int slm_depth;         /* SLM layers to run (0: the profile's depth) */
-    double slm_budget;     /* SLM cache compressed by H2O to this fraction (0 or 1: full) */
+    const char *device;    /* "cpu" (default) or "cuda" (a build with make CUDA=1 and a GPU):
+                              with cuda the whole sequence runs on the GPU for the full cache;
+                              a compressed policy prefills on the CPU and decodes on the GPU */
 } smallkv_options;
 
 void smallkv_options_default(smallkv_options *o);
 
-/* NULL + error (unknown policy, budget outside (0, 1], smallkv without an SLM, or
- * without a profile unless mapping is "online", bad option value). */
+/* NULL + error (unknown policy or option, bad option value, budget outside (0, 1], a policy
+ * that runs the SLM without one, or without a profile unless its mapping is "online", a
+ * device this build or machine lacks). */
 smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *o);
+
+/* ---- policies ---- */
+
+/* "full, streamingllm, h2o, ..." */
+const char *smallkv_policy_list(void);
+/* Every policy with a one-line summary, what it needs, and its options (name, values,
+ * default, help), as text for a --help. */
+const char *smallkv_policies_help(void);
+/* What a policy spec needs, checked without models: 0 and *needs (may be NULL) set from
+ * SMALLKV_NEEDS_*, or -1 + error (unknown policy or option, bad value). */
+enum { SMALLKV_NEEDS_SLM = 1, SMALLKV_NEEDS_PROFILE = 2, SMALLKV_NO_BUDGET = 4, SMALLKV_NO_GPU = 8 };
+int smallkv_policy_check(const char *spec, unsigned *needs);
+/* For programs that turn their own flags into a spec: 1 when some policy has an option
+ * called name ('-' and '_' alike; its short name also counts), with *takes_value 0 for an
+ * on/off flag and 1 otherwise; 0 when none has. */
+int smallkv_policy_option(const char *name, int *takes_value);
+/* Then: -1 + error when value (NULL for a flag) is not valid for that option or the policy
+ * spec is unknown; else 1 when spec's policy has the option, 0 when it has not. */
+int smallkv_policy_option_check(const char *spec, const char *name, const char *value);
 void smallkv_session_free(smallkv_session *s);
 
 /* Append n prompt tokens (exact attention, then the policy compresses the cache).

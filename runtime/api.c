@@ -7,6 +7,7 @@
 #include "runtime/model/model.h"
 #include "profiles/profile.h"
 #include "runtime/session/sampling.h"
+#include "runtime/policies/policy.h"
 #include "runtime/session/session.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
@@ -137,85 +138,68 @@ int smallkv_is_stop(const smallkv_pair *p, int id) { return p->llm->tok && skv_t
 
 void smallkv_options_default(smallkv_options *o) {
     memset(o, 0, sizeof *o);
-    skv_policy_opts po;
-    skv_policy_opts_default(&po);
     o->policy = "full";
     o->budget = 1.0;
-    o->sinks = po.sinks;
-    o->window = po.window;
-    o->pool = po.pool_kernel;
-    o->heavy = po.heavy_frac;
-    o->ems_gamma = po.ems_gamma;
-    o->ems_tau = po.ems_tau;
-    o->reduce = "sum";
-    o->combine = "renorm";
-    o->mapping = "profile";
-    o->split = "fixed";
-    o->score = "now";
-    o->recent = po.split_recent;
+    o->device = "cpu";
 }
 
-/* index of s in the NULL-terminated list, -1 if absent */
-static int pick(const char *s, const char *const *names) {
-    for (int i = 0; names[i]; i++)
-        if (s && !strcmp(s, names[i])) return i;
-    return -1;
+const char *smallkv_policy_list(void) { return skv_policy_names(); }
+const char *smallkv_policies_help(void) { return skv_policy_help(); }
+
+int smallkv_policy_check(const char *spec, unsigned *needs) {
+    skv_policy_spec ps;
+    if (skv_policy_spec_parse(spec ? spec : "full", &ps)) return -1;
+    unsigned n = 0;
+    if (ps.desc->caps & SKV_POLICY_NEEDS_SLM) n |= SMALLKV_NEEDS_SLM;
+    if (skv_policy_spec_needs_map(&ps)) n |= SMALLKV_NEEDS_PROFILE;
+    if (ps.desc->caps & SKV_POLICY_KEEPS_ALL) n |= SMALLKV_NO_BUDGET;
+    if (!(ps.desc->caps & SKV_POLICY_GPU)) n |= SMALLKV_NO_GPU;
+    if (needs) *needs = n;
+    return 0;
+}
+
+int smallkv_policy_option(const char *name, int *takes_value) {
+    const skv_opt_desc *o = name ? skv_policy_any_option(name) : NULL;
+    if (!o) return 0;
+    if (takes_value) *takes_value = o->type != SKV_OPT_BOOL;
+    return 1;
+}
+
+int smallkv_policy_option_check(const char *spec, const char *name, const char *value) {
+    skv_policy_spec ps;
+    if (skv_policy_spec_parse(spec ? spec : "full", &ps) || skv_policy_option_check(name, value)) return -1;
+    return skv_policy_spec_set(&ps, name, value) == 0;
 }
 
 smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo) {
     if (!p) { skv_error("smallkv_session_new: no model pair"); return NULL; }
     smallkv_options o;
     if (uo) o = *uo; else smallkv_options_default(&o);
-    if (!o.policy) o.policy = "full";
     if (!(o.budget > 0 && o.budget <= 1)) {
         skv_error("budget %g is not a fraction in (0, 1]", o.budget);
         return NULL;
     }
-    static const char *const reduces[] = {"sum", "mean", "max", NULL}, *const combines[] = {"sum", "mass", "renorm", NULL},
-                             *const maps[] = {"profile", "online", NULL}, *const splits[] = {"fixed", "adaptive", NULL};
-    int red = pick(o.reduce ? o.reduce : "sum", reduces), comb = pick(o.combine ? o.combine : "renorm", combines),
-        mp = pick(o.mapping ? o.mapping : "profile", maps), sp = pick(o.split ? o.split : "fixed", splits),
-        sc = skv_slm_score_parse(o.score ? o.score : "now");
-    if (red < 0) { skv_error("unknown reduce '%s' (sum, mean, max)", o.reduce); return NULL; }
-    if (comb < 0) { skv_error("unknown combine '%s' (sum, mass, renorm)", o.combine); return NULL; }
-    if (mp < 0) { skv_error("unknown mapping '%s' (profile, online)", o.mapping); return NULL; }
-    if (sp < 0) { skv_error("unknown split '%s' (fixed, adaptive)", o.split); return NULL; }
-    if (sc < 0) { skv_error("unknown score '%s' (acc, now, mean)", o.score); return NULL; }
-    if (o.sinks < 0 || o.window < 1 || o.pool < 1 || !(o.heavy >= 0 && o.heavy <= 1) || !(o.ems_gamma >= 1) ||
-        !(o.ems_tau >= -1 && o.ems_tau <= 1) || !(o.recent >= 0) || o.slm_depth < 0 || !(o.slm_budget >= 0 && o.slm_budget <= 1)) {
-        skv_error("a policy option is out of range (sinks >= 0, window >= 1, pool >= 1, heavy in [0, 1], "
-                  "ems_gamma >= 1, ems_tau in [-1, 1], recent >= 0, slm_depth >= 0, slm_budget in [0, 1])");
+    if (o.device && strcmp(o.device, "cpu")) {
+        skv_error("unknown device '%s' (cpu)", o.device);
         return NULL;
     }
     skv_session_opts so;
     skv_session_opts_default(&so);
-    so.policy = o.policy;
+    if (skv_policy_spec_parse(o.policy ? o.policy : "full", &so.pol)) return NULL;
+    const char *pname = so.pol.desc->name;
     so.budget = o.budget;
     so.kv_f16 = !o.kv_f32;
     const int cm = p->llm->cfg.ctx_max > 0 ? p->llm->cfg.ctx_max : 4096;
     so.max_ctx = o.max_ctx > 0 ? o.max_ctx : (cm < 4096 ? cm : 4096);
-    skv_policy_opts *po = &so.popts;
-    po->sinks = o.sinks;
-    po->window = o.window;
-    po->pool_kernel = o.pool;
-    po->heavy_frac = (float)o.heavy;
-    po->ems_gamma = (float)o.ems_gamma;
-    po->ems_tau = (float)o.ems_tau;
-    po->reduce = (skv_reduce)red;
-    po->combine = (skv_combine)comb;
-    po->adaptive_split = sp == 1;
-    po->slm_score = (skv_slm_score)sc;
-    po->split_recent = (float)o.recent;
-    po->no_saliency = o.no_saliency != 0;
-    po->no_marginal = o.no_marginal != 0;
-    if (!strcmp(o.policy, "smallkv")) {
-        if (!p->slm) { skv_error("policy smallkv needs an SLM"); return NULL; }
-        if (mp == 0 && !p->map) { skv_error("policy smallkv needs a profile (or mapping online)"); return NULL; }
+    if (so.pol.desc->caps & SKV_POLICY_NEEDS_SLM) {
+        if (!p->slm) { skv_error("policy %s needs an SLM", pname); return NULL; }
+        if (skv_policy_spec_needs_map(&so.pol) && !p->map) {
+            skv_error("policy %s needs a profile (or mapping online)", pname);
+            return NULL;
+        }
         so.slm = p->slm;
-        so.online_map = mp == 1;
-        so.map = mp == 0 ? p->map : NULL;
-        so.slm_layers = o.slm_depth > 0 ? o.slm_depth : (mp == 0 && p->prof ? p->prof->depth : 0);
-        so.slm_budget = o.slm_budget;
+        so.map = p->map;
+        so.map_depth = p->prof ? p->prof->depth : 0;
     }
     smallkv_session *s = skv_calloc(1, sizeof *s, "session");
     if (!s) return NULL;

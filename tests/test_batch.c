@@ -103,7 +103,11 @@ static skv_session *mk(const skv_model *m, const char *policy, double budget, co
     o.max_ctx = 256;
     o.T_max = 32;
     o.slm = slm;
-    o.slm_budget = slm_budget;
+    if (slm_budget > 0) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "%s:slm_budget=%g", policy, slm_budget);
+        assert_int_equal(skv_policy_spec_parse(spec, &o.pol), 0);
+    }
     skv_session *s = skv_session_new(m, &o);
     if (!s) print_message("session: %s\n", skv_last_error());
     assert_non_null(s);

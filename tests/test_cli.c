@@ -163,6 +163,30 @@ static void test_budget_policy(void **st) {
     expect_error("unknown combine", a);
 }
 
+/* policy options as flags (from the policies' option tables) and in --policy specs */
+static void test_policy_flags(void **st) {
+    (void)st;
+    need(true);
+    char a[4096];
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --heavy 0.3 --reduce max --budget 0.5 --prompt hi -n 1 --threads 2", smol);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o:heavy=0.3,sinks=2 --budget 0.5 --prompt hi -n 1 --threads 2", smol);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    /* a flag the chosen policy lacks: a note, not a silent drop */
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --window 8 --budget 0.5 --prompt hi -n 1 --threads 2", smol);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    assert_non_null(strstr(out, "note: policy h2o has no option --window"));
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o:bogus=1 --prompt hi -n 1", smol);
+    expect_error("policy h2o has no option 'bogus' (its options: heavy, reduce, sinks)", a);
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --heavy 2 --prompt hi -n 1", smol);
+    expect_error("heavy=2 is not a number in [0, 1]", a);
+    /* the help lists every policy with its options */
+    assert_int_equal(run(out, sizeof out, "generate --help"), 0);
+    assert_non_null(strstr(out, "heavy=F"));
+    assert_non_null(strstr(out, "score=acc|now|mean"));
+    assert_non_null(strstr(out, "ems_gamma=F"));
+}
+
 static void test_usage(void **st) {
     (void)st;
     need(false);
@@ -241,6 +265,7 @@ int main(void) {
         cmocka_unit_test(test_profile_other_models),
         cmocka_unit_test(test_prompt_errors),
         cmocka_unit_test(test_budget_policy),
+        cmocka_unit_test(test_policy_flags),
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_profile_show),
         cmocka_unit_test(test_runs),

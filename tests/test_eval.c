@@ -25,6 +25,7 @@
 #include "eval/data.h"
 #include "eval/metrics.h"
 #include "eval/runner.h"
+#include "runtime/policies/smallkv.h"
 #include "eval/store.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
@@ -132,30 +133,24 @@ static void test_store(void **st) {
 static void test_policy_specs(void **st) {
     (void)st;
     skv_eval_pol p;
-    skv_eval_pol_default(&p);
-    assert_int_equal(skv_eval_pol_parse("h2o", &p), 0);
+    assert_int_equal(skv_eval_pol_parse("h2o", NULL, &p), 0);
     assert_string_equal(p.label, "h2o");
-    skv_eval_pol_default(&p);
-    assert_int_equal(skv_eval_pol_parse("smallkv:mass:online:nomarg:slmb=0.4", &p), 0);
+    assert_int_equal(skv_eval_pol_parse("smallkv:mass:online:nomarg:slmb=0.4", NULL, &p), 0);
     assert_string_equal(p.label, "smallkv:mass:online:nomarg:score=now:slmb=0.4");
-    assert_true(p.online && p.popts.no_marginal && p.popts.combine == SKV_COMBINE_MASS);
-    skv_eval_pol_default(&p);
-    assert_int_equal(skv_eval_pol_parse("smallkv", &p), 0);
+    const skv_smallkv_opts *so = (const skv_smallkv_opts *)p.spec.opts;
+    assert_true(so->mapping == 1 && so->no_marginal && so->combine == SKV_COMBINE_MASS);
+    assert_int_equal(skv_eval_pol_parse("smallkv", NULL, &p), 0);
     assert_string_equal(p.label, "smallkv:renorm:profile:score=now");
-    assert_int_equal(p.popts.slm_score, SKV_SLM_SCORE_NOW);
+    assert_int_equal(so->score, SKV_SLM_SCORE_NOW);
     /* the accumulated score carries no suffix: records from before the option keep their key */
-    skv_eval_pol_default(&p);
-    assert_int_equal(skv_eval_pol_parse("smallkv:score=acc", &p), 0);
+    assert_int_equal(skv_eval_pol_parse("smallkv:score=acc", NULL, &p), 0);
     assert_string_equal(p.label, "smallkv:renorm:profile");
-    skv_eval_pol_default(&p);
-    assert_int_equal(skv_eval_pol_parse("smallkv:score=mean:online", &p), 0);
+    assert_int_equal(skv_eval_pol_parse("smallkv:score=mean:online", NULL, &p), 0);
     assert_string_equal(p.label, "smallkv:renorm:online:score=mean");
-    skv_eval_pol_default(&p);
-    assert_int_equal(skv_eval_pol_parse("smallkv:score=soon", &p), -1);
-    skv_eval_pol_default(&p);
-    assert_int_equal(skv_eval_pol_parse("h2o:mass", &p), -1);
-    assert_int_equal(skv_eval_pol_parse("nosuch", &p), -1);
-    assert_int_equal(skv_eval_pol_parse("smallkv:depth=x", &p), -1);
+    assert_int_equal(skv_eval_pol_parse("smallkv:score=soon", NULL, &p), -1);
+    assert_int_equal(skv_eval_pol_parse("h2o:mass", NULL, &p), -1);
+    assert_int_equal(skv_eval_pol_parse("nosuch", NULL, &p), -1);
+    assert_int_equal(skv_eval_pol_parse("smallkv:depth=x", NULL, &p), -1);
 }
 
 static void test_fidelity_tiny(void **st) {
@@ -177,10 +172,9 @@ static void test_fidelity_tiny(void **st) {
     for (int i = 0; i < m->cfg.n_layer * m->cfg.n_head; i++) map[i] = i;
     skv_eval_ctx c = {.llm = m, .slm = m, .map = map, .kv_f16 = false, .T_max = 32};
     skv_eval_pol pf, ph, ps;
-    skv_eval_pol_default(&pf); skv_eval_pol_default(&ph); skv_eval_pol_default(&ps);
-    assert_int_equal(skv_eval_pol_parse("full", &pf), 0);
-    assert_int_equal(skv_eval_pol_parse("h2o", &ph), 0);
-    assert_int_equal(skv_eval_pol_parse("smallkv:mass", &ps), 0);
+    assert_int_equal(skv_eval_pol_parse("full", NULL, &pf), 0);
+    assert_int_equal(skv_eval_pol_parse("h2o", NULL, &ph), 0);
+    assert_int_equal(skv_eval_pol_parse("smallkv:mass", NULL, &ps), 0);
     skv_fid_cell cells[3] = {{.pol = &pf, .budget = 1}, {.pol = &ph, .budget = 0.3}, {.pol = &ps, .budget = 0.3}};
     assert_int_equal(skv_eval_fidelity(&c, toks, N, P, cells, 3, NULL, NULL, NULL), 0);
     skv_fid_summary s[3];
@@ -260,8 +254,7 @@ static void test_generate_cells(void **st) {
     skv_eval_pol pol[NP];
     skv_gen_cell cells[NP];
     for (int i = 0; i < NP; i++) {
-        skv_eval_pol_default(&pol[i]);
-        assert_int_equal(skv_eval_pol_parse(specs[i], &pol[i]), 0);
+        assert_int_equal(skv_eval_pol_parse(specs[i], NULL, &pol[i]), 0);
         cells[i] = (skv_gen_cell){.pol = &pol[i], .budget = 0.3};
     }
     assert_int_equal(skv_eval_generate_cells(&c, cells, NP, ctx, nc, q, nq, 12, NULL, NULL), 0);

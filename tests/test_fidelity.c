@@ -44,12 +44,9 @@ static void test_smallkv_beats_h2o(void **st) {
     for (int i = 0; i < nh; i++) map[i] = i;   /* the test pair's profile mapping */
     skv_eval_ctx c = {.llm = m, .slm = m, .map = map, .kv_f16 = true, .T_max = 256};
     skv_eval_pol h2o, skv, acc;
-    skv_eval_pol_default(&h2o);
-    skv_eval_pol_default(&skv);
-    skv_eval_pol_default(&acc);
-    assert_int_equal(skv_eval_pol_parse("h2o", &h2o), 0);
-    assert_int_equal(skv_eval_pol_parse("smallkv:mass:profile", &skv), 0);
-    assert_int_equal(skv_eval_pol_parse("smallkv:mass:profile:score=acc", &acc), 0);
+    assert_int_equal(skv_eval_pol_parse("h2o", NULL, &h2o), 0);
+    assert_int_equal(skv_eval_pol_parse("smallkv:mass:profile", NULL, &skv), 0);
+    assert_int_equal(skv_eval_pol_parse("smallkv:mass:profile:score=acc", NULL, &acc), 0);
     skv_fid_cell cells[3] = {{.pol = &h2o, .budget = 0.2}, {.pol = &skv, .budget = 0.2}, {.pol = &acc, .budget = 0.2}};
     assert_int_equal(skv_eval_fidelity(&c, toks, N, P, cells, 3, NULL, NULL, NULL), 0);
     skv_fid_summary a, b, e;

@@ -7,9 +7,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "runtime/policies/ems.h"
 #include "runtime/policies/policy.h"
+#include "runtime/policies/smallkv.h"
+#include "runtime/policies/snapkv.h"
 #include "common/util.h"
 
 #define NMAX 64
@@ -56,16 +60,24 @@ static void test_topk_pool(void **st) {
     for (int i = 0; i < 8; i++) assert_float_equal(y[i], wy[i], 0);
 }
 
+static const skv_policy_env no_models;   /* unit tests: no models, inputs given directly */
+
+static skv_policy *mkpol(const char *spec, int L, int H, int Hkv) {
+    skv_policy *p = skv_policy_new_str(spec, &no_models, L, H, Hkv);
+    if (!p) print_message("%s: %s\n", spec, skv_last_error());
+    return p;
+}
+
 static void test_full_streaming(void **st) {
     (void)st;
     skv_kvcache *c = cache(1, 1, 20);
     bufs b;
-    skv_policy *p = skv_policy_new("full", NULL, 1, 2, 1);
+    skv_policy *p = mkpol("full", 1, 2, 1);
     skv_select_io io = io_for(c, &b, 0, 0, 20, 0, 5);
     assert_int_equal(p->select(p, &io), 0);
     assert_int_equal(io.n_kv, 20);
     skv_policy_free(p);
-    p = skv_policy_new("streamingllm", NULL, 1, 2, 1);
+    p = mkpol("streamingllm", 1, 2, 1);
     io = io_for(c, &b, 0, 0, 20, 0, 8);
     assert_int_equal(p->select(p, &io), 0);
     int want[8] = {0, 1, 2, 3, 16, 17, 18, 19};
@@ -79,10 +91,7 @@ static void test_h2o(void **st) {
     (void)st;
     const int n = 12;
     skv_kvcache *c = cache(1, 1, n);
-    skv_policy_opts o;
-    skv_policy_opts_default(&o);
-    o.sinks = 1;
-    skv_policy *p = skv_policy_new("h2o", &o, 1, 2, 1);
+    skv_policy *p = mkpol("h2o:sinks=1", 1, 2, 1);
     /* two query heads; summed scores: pos 2 -> 9, pos 5 -> 7, pos 7 -> 8, others small */
     float colsum[2 * 12] = {0};
     for (int k = 0; k < n; k++) { colsum[k] = 0.1f * k; colsum[12 + k] = 0.05f; }
@@ -104,7 +113,7 @@ static void test_h2o(void **st) {
      * must not come back: eviction is permanent */
     int pos[6] = {0, 2, 7, 9, 10, 11};
     float prob[6] = {0, 0, 0, 20, 0, 0};
-    p->on_step(p, 0, 0, pos, prob, 6);
+    p->on_step(p, 0, 0, pos, prob, NULL, 6);
     skv_kvcache *c2 = cache(1, 1, n + 1);   /* one more token in cold */
     assert_int_equal(skv_kvcache_hot_reserve(c2, 0, need, NULL), 0);
     assert_int_equal(skv_kvcache_apply(c2, 0, 0, pos, 6, NULL, 0), 6);
@@ -120,10 +129,7 @@ static void test_snapkv_family(void **st) {
     (void)st;
     const int n = 10;
     skv_kvcache *c = cache(3, 2, n);
-    skv_policy_opts o;
-    skv_policy_opts_default(&o);
-    o.sinks = 1; o.window = 2; o.pool_kernel = 3;
-    skv_policy *p = skv_policy_new("snapkv", &o, 3, 2, 2);    /* g = 1 */
+    skv_policy *p = mkpol("snapkv:sinks=1:window=2:pool=3", 3, 2, 2);    /* g = 1 */
     float obs[2 * 10] = {0, 1, 0, 0, 5, 0, 0, 2, 9, 9,   /* head 0: pooled 1 1 1 5 5 5 2 2 */
                          3, 0, 0, 0, 0, 0, 1, 0, 9, 9};  /* head 1: pooled 3 3 0 0 0 1 1 1 */
     for (int l = 0; l < 3; l++) {
@@ -143,7 +149,7 @@ static void test_snapkv_family(void **st) {
     skv_policy_free(p);
 
     /* PyramidKV: L = 3, beta 20: (B - w) x 1.95, 1.0, 0.05 */
-    p = skv_policy_new("pyramidkv", &o, 3, 2, 2);
+    p = mkpol("pyramidkv:sinks=1:window=2:pool=3", 3, 2, 2);
     assert_float_equal(p->lane_share(p, 0, 0, 12), (2 + 1.95 * 10) / 12, 1e-9);
     assert_float_equal(p->lane_share(p, 1, 1, 12), 1.0, 1e-9);
     assert_float_equal(p->lane_share(p, 2, 0, 12), (2 + 0.05 * 10) / 12, 1e-9);
@@ -153,7 +159,7 @@ static void test_snapkv_family(void **st) {
      * head 0 pooled (1 1 5 5 5 2 2), head 1 (3 0 0 0 1 1 1): the top 8 are 5 5 5 3 2 2 and
      * two of the 1s; ties go to the later flat index (head 1), so won = {5, 3};
      * shares floor(won * 0.8 + 0.2 * 4) / 4 = 4/4, 3/4. */
-    p = skv_policy_new("adakv", &o, 3, 2, 2);
+    p = mkpol("adakv:sinks=1:window=2:pool=3", 3, 2, 2);
     skv_prefill_info pi = {.layer = 0, .H = 2, .Hkv = 2, .n0 = 0, .n = n, .stride = 10, .obs = obs, .obs_rows = 2,
                            .cache = c, .budget = 6};
     assert_int_equal(p->on_prefill(p, &pi), 0);
@@ -170,8 +176,10 @@ static void test_snapkv_family(void **st) {
 
 static void test_smallkv_split(void **st) {
     (void)st;
-    skv_policy_opts o;
-    skv_policy_opts_default(&o);
+    skv_policy_spec spec;
+    assert_int_equal(skv_policy_spec_parse("smallkv", &spec), 0);
+    skv_smallkv_opts o;
+    memcpy(&o, spec.opts, sizeof o);
     int cr, rc, mg;
     skv_smallkv_split(&o, 200, &cr, &rc, &mg);       /* tau 20% of 1000 -> 10% / 5% / 10% */
     assert_int_equal(cr, 100); assert_int_equal(rc, 50); assert_int_equal(mg, 100);
@@ -188,11 +196,9 @@ static void test_smallkv_select(void **st) {
     (void)st;
     const int n = 20, S = 32;
     skv_kvcache *c = cache(1, 1, n);
-    skv_policy_opts o;
-    skv_policy_opts_default(&o);
-    o.sinks = 1;
-    o.slm_score = SKV_SLM_SCORE_ACC;      /* the accumulated score first; NOW and MEAN below */
-    skv_policy *p = skv_policy_new("smallkv", &o, 1, 2, 1);   /* LLM: 1 layer, 2 query heads, 1 KV head */
+    /* the accumulated score first; NOW and MEAN below */
+    skv_policy *p = mkpol("smallkv:sinks=1:score=acc", 1, 2, 1);   /* LLM: 1 layer, 2 query heads, 1 KV head */
+    skv_smallkv_opts *o = p->opts;
     /* SLM: 1 layer, 2 heads; LLM head 0 -> SLM head 1, LLM head 1 -> SLM head 1 */
     float colsum[2 * S], lastrow[2 * S];
     memset(colsum, 0, sizeof colsum); memset(lastrow, 0, sizeof lastrow);
@@ -201,7 +207,7 @@ static void test_smallkv_select(void **st) {
     int map[2] = {1, 1};
     const float *cs[1] = {colsum}, *lr[1] = {lastrow};
     skv_slm_view v = {.map = map, .slm_heads = 2, .slm_layers = 1, .colsum = cs, .lastrow = lr, .stride = S};
-    assert_int_equal(skv_policy_smallkv_attach(p, &v), 0);
+    assert_int_equal(skv_smallkv_attach(p, &v), 0);
     bufs b;
     /* budget 8: critical 4 (sink 0 + top 3 in [1, 18): 2 (9), 4 (8), 6 (7)), recent 2 (18, 19),
      * marginal 4: 8 (6), 10 (5), 7 (4), 5 (3) */
@@ -220,7 +226,7 @@ static void test_smallkv_select(void **st) {
     }
     /* score = this step's SLM row (0.01 k): critical 15, 16, 17; marginal 11 .. 14 */
     int nkv[6] = {0, 15, 16, 17, 18, 19}, nv[4] = {11, 12, 13, 14};
-    p->o.slm_score = SKV_SLM_SCORE_NOW;
+    o->score = SKV_SLM_SCORE_NOW;
     io = io_for(c, &b, 0, 0, n, 0, 8);
     assert_int_equal(p->select(p, &io), 0);
     expect(io.kv_pos, io.n_kv, nkv, 6);
@@ -228,12 +234,12 @@ static void test_smallkv_select(void **st) {
     /* score = mean per row that saw k: colsum (n - k) * 0.01 k ranks like 0.01 k (the
      * accumulated sum alone would pick the middle, k = 8 .. 12) */
     for (int k = 0; k < n; k++) colsum[S + k] = (float)(n - k) * 0.01f * (float)k;
-    p->o.slm_score = SKV_SLM_SCORE_MEAN;
+    o->score = SKV_SLM_SCORE_MEAN;
     io = io_for(c, &b, 0, 0, n, 0, 8);
     assert_int_equal(p->select(p, &io), 0);
     expect(io.kv_pos, io.n_kv, nkv, 6);
     expect(io.v_pos, io.n_v, nv, 4);
-    p->o.slm_score = SKV_SLM_SCORE_ACC;
+    o->score = SKV_SLM_SCORE_ACC;
     io = io_for(c, &b, 0, 0, n, 0, 8);
     assert_int_equal(p->select(p, &io), 0);
     assert_int_equal(io.n_kv, 6);
@@ -244,7 +250,8 @@ static void test_smallkv_select(void **st) {
     assert_int_equal(io.n_kv, 20); assert_int_equal(io.n_v, 0);
     /* a mapping outside the SLM's layers is refused */
     int badmap[2] = {1, 2};
-    assert_int_equal(skv_policy_smallkv_set_map(p, badmap), -1);
+    v.map = badmap;
+    assert_int_equal(skv_smallkv_attach(p, &v), -1);
     skv_policy_free(p);
     skv_kvcache_free(c);
 }
@@ -265,10 +272,7 @@ static void test_ems(void **st) {
     skv_kvcache *c = skv_kvcache_new(1, 1, 2, false);
     assert_int_equal(skv_kvcache_cold_reserve(c, n), 0);
     assert_int_equal(skv_kvcache_cold_write(c, 0, 0, n, k, v), 0);
-    skv_policy_opts o;
-    skv_policy_opts_default(&o);
-    o.sinks = 1; o.ems_gamma = 2; o.ems_tau = 0.6f; o.window = 2;
-    skv_policy *p = skv_policy_new("ems", &o, 1, 1, 1);
+    skv_policy *p = mkpol("ems:sinks=1:ems_gamma=2:ems_tau=0.6:window=2", 1, 1, 1);
     assert_non_null(p);
     float colsum[8] = {10, 1, 5, 0.5f, 4, 0.2f, 0.1f, 3}, obs[8] = {0, 0, 0, 0, 0, 0, 1, 1};
     skv_prefill_info pi = {.layer = 0, .H = 1, .Hkv = 1, .n0 = 0, .n = n, .stride = 8, .colsum = colsum, .obs = obs,
@@ -335,9 +339,105 @@ static void test_ems(void **st) {
     skv_kvcache_free(c);
 }
 
+/* Every policy's option table is well formed; an option name means the same everywhere (the
+ * CLI takes it as one flag for every policy); each spec's label parses back to the same
+ * options; the help names every visible option. */
+static void test_option_tables(void **st) {
+    (void)st;
+    const char *help = skv_policy_help();
+    assert_true(skv_policy_count() >= 8);
+    for (int i = 0; i < skv_policy_count(); i++) {
+        const skv_policy_desc *d = skv_policy_at(i);
+        assert_ptr_equal(skv_policy_find(d->name), d);
+        assert_non_null(strstr(skv_policy_names(), d->name));
+        assert_true(d->opts_size <= SKV_POLICY_OPTS_MAX);
+        assert_non_null(d->summary);
+        assert_non_null(d->init);
+        for (int j = 0; j < d->n_opts; j++) {
+            const skv_opt_desc *o = &d->opts[j];
+            assert_non_null(o->help);
+            assert_true(o->off + sizeof(int) <= d->opts_size || (o->type == SKV_OPT_BOOL && o->off < d->opts_size));
+            if (o->type == SKV_OPT_INT || o->type == SKV_OPT_FLOAT) assert_true(o->def >= o->lo && o->def <= o->hi);
+            if (o->type == SKV_OPT_ENUM) assert_non_null(o->values);
+            if (!(o->flags & SKV_OPT_HIDDEN)) {
+                char key[64];
+                snprintf(key, sizeof key, " %s", o->name);
+                if (!strstr(help, key)) fail_msg("help lacks %s of %s", o->name, d->name);
+            }
+            const skv_opt_desc *any = skv_policy_any_option(o->name);
+            assert_non_null(any);
+            assert_int_equal(any->type, o->type);
+            assert_true(any->def == o->def && any->lo == o->lo && any->hi == o->hi);
+        }
+        /* the default spec, and each option set away from its default, round-trip via the label */
+        skv_policy_spec a, b;
+        char label[256];
+        assert_int_equal(skv_policy_spec_default(d->name, &a), 0);
+        for (int j = -1; j < d->n_opts; j++) {
+            if (j >= 0) {
+                const skv_opt_desc *o = &d->opts[j];
+                char v[32];
+                if (o->type == SKV_OPT_ENUM) snprintf(v, sizeof v, "%s", o->values[o->def == 0 ? 1 : 0]);
+                else if (o->type == SKV_OPT_BOOL) snprintf(v, sizeof v, "%s", o->def ? "false" : "true");
+                else {
+                    const double up = o->def + (o->type == SKV_OPT_INT ? 1 : 0.25 * (o->hi - o->lo > 4 ? 4 : o->hi - o->lo));
+                    snprintf(v, sizeof v, "%g", up <= o->hi ? up : o->lo);
+                }
+                assert_int_equal(skv_policy_spec_default(d->name, &a), 0);
+                assert_int_equal(skv_policy_spec_set(&a, o->name, v), 0);
+                assert_true(skv_opt_get(&a, o) != o->def);
+            }
+            skv_policy_spec_label(&a, label, sizeof label);
+            /* an option whose label reference is not its default (SmallKV's score: labels of
+             * records made before "now" became the default omit "acc") names the value in the
+             * label only away from that reference, so that label reads back as the default */
+            if (j >= 0 && d->opts[j].label_ref != d->opts[j].def && skv_opt_get(&a, &d->opts[j]) == d->opts[j].label_ref)
+                continue;
+            if (skv_policy_spec_parse(label, &b)) fail_msg("%s: label '%s' does not parse: %s", d->name, label, skv_last_error());
+            assert_memory_equal(a.opts, b.opts, d->opts_size);
+        }
+    }
+}
+
+static void test_specs(void **st) {
+    (void)st;
+    skv_policy_spec s;
+    assert_int_equal(skv_policy_spec_parse("h2o:heavy=0.3,sinks=8:reduce=max", &s), 0);
+    char label[128];
+    skv_policy_spec_label(&s, label, sizeof label);
+    assert_string_equal(label, "h2o:heavy=0.3:reduce=max:sinks=8");
+    /* names: canonical, short, with '-' for '_', bare enum values and flags */
+    assert_int_equal(skv_policy_spec_parse("smallkv:no-saliency:depth=3:adaptive:mass", &s), 0);
+    const skv_smallkv_opts *o = (const void *)s.opts;
+    assert_true(o->no_saliency && o->slm_depth == 3 && o->split == 1 && o->combine == SKV_COMBINE_MASS);
+    assert_int_equal(skv_policy_spec_parse("smallkv:nosal=false", &s), 0);
+    assert_false(((const skv_smallkv_opts *)s.opts)->no_saliency);
+    /* errors say what is allowed */
+    assert_int_equal(skv_policy_spec_parse("h2o:bogus=1", &s), -1);
+    assert_non_null(strstr(skv_last_error(), "heavy, reduce, sinks"));
+    assert_int_equal(skv_policy_spec_parse("h2o:heavy=2", &s), -1);
+    assert_non_null(strstr(skv_last_error(), "[0, 1]"));
+    assert_int_equal(skv_policy_spec_parse("h2o:heavy", &s), -1);
+    assert_int_equal(skv_policy_spec_parse("h2o:combine=nosuch", &s), -1);
+    assert_non_null(strstr(skv_last_error(), "unknown combine 'nosuch' (sum, mass, renorm)"));
+    assert_int_equal(skv_policy_spec_parse("h2o:combine=mass", &s), -1);
+    assert_non_null(strstr(skv_last_error(), "policy h2o has no option 'combine'"));
+    assert_int_equal(skv_policy_spec_parse("full:sinks=3", &s), -1);
+    assert_int_equal(skv_policy_spec_parse("", &s), -1);
+    assert_int_equal(skv_policy_option_check("window", "0"), -1);
+    assert_int_equal(skv_policy_option_check("window", "8"), 0);
+    /* which policies need the SLM's head mapping */
+    assert_int_equal(skv_policy_spec_parse("smallkv", &s), 0);
+    assert_true(skv_policy_spec_needs_map(&s));
+    assert_int_equal(skv_policy_spec_parse("smallkv:online", &s), 0);
+    assert_false(skv_policy_spec_needs_map(&s));
+    assert_int_equal(skv_policy_spec_parse("h2o", &s), 0);
+    assert_false(skv_policy_spec_needs_map(&s));
+}
+
 static void test_unknown(void **st) {
     (void)st;
-    assert_null(skv_policy_new("nope", NULL, 1, 2, 1));
+    assert_null(skv_policy_new_str("nope", &no_models, 1, 2, 1));
     assert_non_null(strstr(skv_last_error(), "nope"));
 }
 
@@ -350,6 +450,8 @@ int main(void) {
         cmocka_unit_test(test_smallkv_split),
         cmocka_unit_test(test_smallkv_select),
         cmocka_unit_test(test_ems),
+        cmocka_unit_test(test_option_tables),
+        cmocka_unit_test(test_specs),
         cmocka_unit_test(test_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include "runtime/backend/forward.h"
 #include "runtime/model/model.h"
+#include "runtime/policies/smallkv.h"
 #include "runtime/session/session.h"
 #include "common/util.h"
 #include "tests/support/tiny_model.h"
@@ -63,7 +64,7 @@ static skv_session *mk(const skv_model *m, const char *policy, double budget, in
                        const int *map) {
     skv_session_opts o;
     skv_session_opts_default(&o);
-    o.policy = policy;
+    assert_int_equal(skv_policy_spec_parse(policy, &o.pol), 0);
     o.budget = budget;
     o.max_ctx = 512;
     o.T_max = T_max;
@@ -341,6 +342,7 @@ static void test_derive(void **st) {
     skv_session_opts bo;
     skv_session_opts_default(&bo);
     bo.max_ctx = 512; bo.T_max = 32; bo.slm = tiny; bo.prefill_base = true;
+    assert_int_equal(skv_policy_spec_parse("smallkv", &bo.pol), 0);   /* it runs the SLM for the smallkv cells */
     skv_session *base = skv_session_new(tiny, &bo);
     assert_non_null(base);
     assert_int_equal(skv_session_prefill(base, toks, np), 0);
@@ -353,9 +355,12 @@ static void test_derive(void **st) {
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         skv_session_opts o;
         skv_session_opts_default(&o);
-        o.policy = cs[i].pol; o.budget = cs[i].b; o.max_ctx = 512; o.T_max = 32;
-        o.slm = tiny; o.map = map; o.online_map = cs[i].online; o.popts.no_saliency = cs[i].nosal;
-        o.online_min = 40; o.online_max = 60;
+        char spec[128];
+        snprintf(spec, sizeof spec, "%s%s%s", cs[i].pol, cs[i].online ? ":online:online_min=40:online_max=60" : "",
+                 cs[i].nosal ? ":nosal" : "");
+        assert_int_equal(skv_policy_spec_parse(spec, &o.pol), 0);
+        o.budget = cs[i].b; o.max_ctx = 512; o.T_max = 32;
+        o.slm = tiny; o.map = map;
         skv_session *a = skv_session_new(tiny, &o);
         assert_non_null(a);
         assert_int_equal(skv_session_prefill(a, toks, np), 0);
@@ -380,12 +385,14 @@ static void test_derive(void **st) {
     /* refused: a compressed SLM, another observation window, another context */
     skv_session_opts o;
     skv_session_opts_default(&o);
-    o.policy = "smallkv"; o.budget = 0.3; o.max_ctx = 512; o.T_max = 32; o.slm = tiny; o.map = map;
-    o.slm_budget = 0.4;
+    assert_int_equal(skv_policy_spec_parse("smallkv:slm_budget=0.4", &o.pol), 0);
+    o.budget = 0.3; o.max_ctx = 512; o.T_max = 32; o.slm = tiny; o.map = map;
     assert_null(skv_session_derive(base, &o));
-    o.slm_budget = 0; o.max_ctx = 256;
+    assert_int_equal(skv_policy_spec_parse("smallkv", &o.pol), 0);
+    o.max_ctx = 256;
     assert_null(skv_session_derive(base, &o));
-    o.policy = "snapkv"; o.max_ctx = 512; o.popts.window = 8;
+    assert_int_equal(skv_policy_spec_parse("snapkv:window=8", &o.pol), 0);
+    o.max_ctx = 512;
     assert_null(skv_session_derive(base, &o));
     assert_non_null(strstr(skv_last_error(), "window"));
     skv_session_free(base);
@@ -403,14 +410,16 @@ static void test_slm_budget(void **st) {
     int *map = test_identity_map(tiny);
     skv_session_opts o;
     skv_session_opts_default(&o);
-    o.policy = "smallkv"; o.budget = 0.3; o.max_ctx = 256; o.T_max = 32; o.slm = tiny; o.map = map;
+    assert_int_equal(skv_policy_spec_parse("smallkv", &o.pol), 0);
+    o.budget = 0.3; o.max_ctx = 256; o.T_max = 32; o.slm = tiny; o.map = map;
     skv_session *a = skv_session_new(tiny, &o);
-    o.slm_session = true;                       /* budget 1.0 through the SLM session */
+    assert_int_equal(skv_policy_spec_parse("smallkv:slm_session", &o.pol), 0);   /* budget 1.0 through the SLM session */
     skv_session *b = skv_session_new(tiny, &o);
-    o.slm_session = false; o.slm_budget = 0.4;
+    assert_int_equal(skv_policy_spec_parse("smallkv:slm_budget=0.4", &o.pol), 0);
     skv_session *c = skv_session_new(tiny, &o);
     assert_non_null(a); assert_non_null(b); assert_non_null(c);
-    assert_null(a->slm_sess); assert_non_null(b->slm_sess); assert_non_null(c->slm_sess);
+    const skv_slm_guide *ga = skv_smallkv_guide(a->pol), *gb = skv_smallkv_guide(b->pol), *gc = skv_smallkv_guide(c->pol);
+    assert_null(ga->sess); assert_non_null(gb->sess); assert_non_null(gc->sess);
     assert_int_equal(skv_session_prefill(a, toks, np), 0);
     assert_int_equal(skv_session_prefill(b, toks, np), 0);
     assert_int_equal(skv_session_prefill(c, toks, np), 0);
@@ -424,8 +433,8 @@ static void test_slm_budget(void **st) {
     }
     /* the SLM's scores agree: same column sums / last rows up to rounding */
     int h = tiny->cfg.n_head;
-    assert_true(maxdiff(a->slm_colsum[0], b->slm_colsum[0], h * 256) < 1e-3f);
-    assert_true(maxdiff(a->slm_lastrow[1], b->slm_lastrow[1], h * 256) < 1e-4f);
+    assert_true(maxdiff(ga->colsum[0], gb->colsum[0], h * 256) < 1e-3f);
+    assert_true(maxdiff(ga->lastrow[1], gb->lastrow[1], h * 256) < 1e-4f);
     print_message("SLM through a session at budget 1: max |logit diff| %.3g\n", worst);
     assert_true(worst < 1e-3f);
     skv_session_mem ra, rb, rc;
@@ -446,21 +455,94 @@ static void test_online_map_defers(void **st) {
     test_prompt(toks, 150, V, 31);
     skv_session_opts o;
     skv_session_opts_default(&o);
-    o.policy = "smallkv"; o.budget = 0.3; o.max_ctx = 512; o.T_max = 32; o.slm = tiny; o.online_map = true;
+    assert_int_equal(skv_policy_spec_parse("smallkv:online", &o.pol), 0);
+    o.budget = 0.3; o.max_ctx = 512; o.T_max = 32; o.slm = tiny;
     skv_session *s = skv_session_new(tiny, &o);
     assert_non_null(s);
     assert_int_equal(skv_session_prefill(s, toks, 50), 0);
     skv_session_mem r;
     skv_session_mem_report(s, &r);
-    assert_false(s->mapped);
+    assert_false(skv_smallkv_mapped(s->pol));
     assert_float_equal(r.hot_tokens, 50.0 * tiny->cfg.n_layer * tiny->cfg.n_kv_head, 1e-9);   /* everything kept */
     for (int i = 0; i < 20; i++) assert_int_equal(skv_session_step(s, test_argmax(skv_session_logits(s), V)), 0);
-    assert_false(s->mapped);
+    assert_false(skv_smallkv_mapped(s->pol));
     assert_int_equal(skv_session_prefill(s, toks + 70, 60), 0);    /* 130 tokens: matched */
-    assert_true(s->mapped);
+    assert_true(skv_smallkv_mapped(s->pol));
     skv_session_mem_report(s, &r);
     assert_true(r.hot_tokens <= r.budget_tokens + 1e-6);
     assert_true(r.hot_tokens < 130.0 * tiny->cfg.n_layer * tiny->cfg.n_kv_head);
+    skv_session_free(s);
+}
+
+/* The current query reaches a policy that reads it (SKV_POLICY_QUERY): a probe policy keeps
+ * everything and records the q (H, d) each selection sees. At a prefill's compression it is
+ * the last prompt token's query; at a decode step the new token's. Both are checked against
+ * the query that a fresh session's prefill of the same tokens ends with (the decode GEMV and
+ * the prefill GEMM differ by rounding only; a wrong layer, row or head would differ wholly). */
+static struct { int calls, nulls, d; float q[8][64 * 64]; } probe;
+
+static int probe_select(skv_policy *p, skv_select_io *io) {
+    if (!io->q) probe.nulls++;
+    else memcpy(probe.q[io->layer], io->q, sizeof(float) * (size_t)p->H * io->d);
+    probe.d = io->d;
+    probe.calls++;
+    skv_select_all(io);
+    return 0;
+}
+
+static int probe_init(skv_policy *p, const skv_policy_env *env) {
+    (void)env;
+    p->select = probe_select;
+    return 0;
+}
+
+static const skv_policy_desc probe_desc = {.name = "probe", .summary = "records the query", .caps = SKV_POLICY_QUERY,
+                                           .init = probe_init};
+
+static float rel_diff(const float *a, const float *b, int n) {
+    double d = 0, m = 0;
+    for (int i = 0; i < n; i++) { d = fmax(d, fabs(a[i] - b[i])); m = fmax(m, fabs(b[i])); }
+    return (float)(d / (m > 0 ? m : 1));
+}
+
+static void test_query_reaches_select(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const skv_config *c = &tiny->cfg;
+    assert_true(c->n_layer <= 8 && c->n_head * c->head_dim <= 64 * 64);
+    const int V = c->vocab, np = 40, nq = c->n_head * c->head_dim;
+    int toks[64];
+    test_prompt(toks, np + 3, V, 61);
+    skv_session_opts o;
+    skv_session_opts_default(&o);
+    memset(&o.pol, 0, sizeof o.pol);
+    o.pol.desc = &probe_desc;
+    o.budget = 0.5; o.max_ctx = 128; o.T_max = 16;
+    static float seen[4][8][64 * 64];
+    skv_session *s = skv_session_new(tiny, &o);
+    assert_non_null(s);
+    memset(&probe, 0, sizeof probe);
+    assert_int_equal(skv_session_prefill(s, toks, np), 0);
+    memcpy(seen[0], probe.q, sizeof probe.q);
+    for (int t = 0; t < 3; t++) {
+        assert_int_equal(skv_session_step(s, toks[np + t]), 0);
+        memcpy(seen[t + 1], probe.q, sizeof probe.q);
+    }
+    assert_int_equal(probe.nulls, 0);
+    assert_int_equal(probe.d, c->head_dim);
+    assert_int_equal(probe.calls, 4 * c->n_layer * c->n_kv_head);
+    for (int t = 0; t <= 3; t++) {
+        skv_session *r = skv_session_new(tiny, &o);
+        assert_non_null(r);
+        assert_int_equal(skv_session_prefill(r, toks, np + t), 0);   /* ends with the query of token np+t-1 */
+        for (int l = 0; l < c->n_layer; l++) {
+            float d = rel_diff(seen[t][l], probe.q[l], nq);
+            if (d > 1e-3f) fail_msg("step %d layer %d: query differs from the prefill's by %g", t, l, d);
+        }
+        skv_session_free(r);
+    }
+    /* different tokens, different queries: the check above can fail */
+    assert_true(rel_diff(seen[0][0], seen[1][0], nq) > 1e-2f);
     skv_session_free(s);
 }
 
@@ -471,7 +553,7 @@ static void test_bad_options(void **st) {
     o.budget = 1.5;
     assert_null(skv_session_new(tiny, &o));
     skv_session_opts_default(&o);
-    o.policy = "smallkv";   /* no SLM */
+    assert_int_equal(skv_policy_spec_parse("smallkv", &o.pol), 0);   /* no SLM */
     assert_null(skv_session_new(tiny, &o));
     assert_non_null(strstr(skv_last_error(), "SLM"));
 }
@@ -489,6 +571,7 @@ int main(void) {
         cmocka_unit_test(test_derive),
         cmocka_unit_test(test_slm_budget),
         cmocka_unit_test(test_online_map_defers),
+        cmocka_unit_test(test_query_reaches_select),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -29,15 +29,14 @@ int skv_session_cuda_check(const skv_session *s) {
     if (s->o.prefill_base) return skv_error("CUDA session: a prefill base does not step");
     if (s->n < 1) return skv_error("CUDA session: prefill the session first (the prefill runs on the CPU)");
     if (s->o.n_layers) return skv_error("CUDA session: partial-depth sessions (n_layers) are not supported");
-    if (s->pol->after_apply)
-        return skv_error("CUDA session: policy %s merges slots (multiplicities), which the CUDA compensate kernel "
-                         "does not support", pol);
-    if (s->slm_sess)
-        return skv_error("CUDA session: a compressed SLM cache (slm_budget < 1) is not supported on the GPU");
+    if (!skv_policy_has(s->pol, SKV_POLICY_GPU))
+        return skv_error("CUDA session: policy %s does not decode on the GPU%s", pol,
+                         s->pol->after_apply ? " (it merges slots: the CUDA compensate kernel has no multiplicities)" : "");
     if (s->x_colsum || s->x_lastrow) return skv_error("CUDA session: attention export is not supported on the GPU");
-    if (s->onl_llm && !s->mapped)
-        return skv_error("CUDA session: online head matching is still pending (prefill at least %d tokens)",
-                         s->o.online_min);
+    skv_policy_companion c;
+    if (s->pol->companion && s->pol->companion(s->pol, &c) < 0) return skv_error_prefix("CUDA session: policy %s", pol);
+    if (s->pol->wants_head_p)
+        return skv_error("CUDA session: policy %s reads per-head probabilities, which the GPU path does not return", pol);
     if (s->m->cfg.head_dim > 256) return skv_error("CUDA session: head_dim %d > 256", s->m->cfg.head_dim);
     return 0;
 }
@@ -66,7 +65,11 @@ long skv_session_cuda_verify(skv_session_cuda *g) {
 struct skv_session_cuda {
     skv_session *s;
     skv_cuda_state *llm;          /* no KV cache: dev_attn owns it */
-    skv_cuda_state *slm;          /* the SLM with its full (early-stop) cache, or NULL */
+    skv_cuda_state *slm;          /* the policy's companion model (SmallKV's SLM) with its full
+                                     (early-stop) cache, or NULL */
+    skv_policy_companion comp;    /* what the policy said of it */
+    float *hq;                    /* this layer's query (H, d) on the host, for a policy that
+                                     reads it (SKV_POLICY_QUERY), else NULL */
     skv_cuda_copyq *q;
     int L, Hkv, d, g;
     size_t row;                   /* bytes per K / V row (d * esz) */
@@ -206,7 +209,8 @@ static int dev_attn(void *ctx, int layer, const float *q, const float *k, const 
     /* 2. the CPU's bookkeeping and selection */
     skv_kvcache_set_fresh(kv, layer, pos0, 1, g->hk, g->hv);
     if (s->pol->uses_cold && skv_kvcache_cold_write(kv, layer, pos0, 1, g->hk, g->hv)) return -1;
-    if (skv_session_select(s, layer, pos0 + 1)) return -1;
+    if (g->hq && skv_cuda_download(g->hq, q, (size_t)Hkv * G * d * sizeof(float)) != 0) return -1;
+    if (skv_session_select(s, layer, pos0 + 1, g->hq)) return -1;
     /* 3. marginal weights and accumulator offsets of every lane (uploaded before the rows
      *    are queued: a pageable upload queued after the default stream's wait for the copy
      *    stream would hold the host until the rows are in) */
@@ -251,7 +255,7 @@ static int dev_attn(void *ctx, int layer, const float *q, const float *k, const 
             .k = nh ? (const char *)g->dk[layer] + (size_t)kv->off_kv[ln] * g->row : NULL,
             .v = nh ? (const char *)g->dv[layer] + (size_t)kv->off_kv[ln] * g->row : NULL,
             .vm = nm ? (const char *)g->dm[layer] + (size_t)kv->off_v[ln] * g->row : NULL,
-            .combine = s->pol->o.combine,
+            .combine = s->pol->combine,
         };
         if (s->pol->marginal && nm > 0) {
             a.pm = g->pmw_d + g->off_pmw[j];
@@ -266,7 +270,7 @@ static int dev_attn(void *ctx, int layer, const float *q, const float *k, const 
         if (skv_cuda_download(g->acc_h, g->acc_d, nacc * sizeof(float)) != 0) return -1;
         for (int j = 0; j < Hkv; j++) {
             const int ln = skv_lane(kv, layer, j);
-            s->pol->on_step(s->pol, layer, j, skv_kvcache_hot_pos_kv(kv, layer, j), g->acc_h + g->off_acc[j],
+            s->pol->on_step(s->pol, layer, j, skv_kvcache_hot_pos_kv(kv, layer, j), g->acc_h + g->off_acc[j], NULL,
                             kv->n_kv[ln]);
         }
     }
@@ -338,6 +342,7 @@ void skv_session_cuda_free(skv_session_cuda *g) {
     free(g->off_pmw); free(g->off_acc);
     skv_cuda_state_free(g->llm);
     skv_cuda_state_free(g->slm);
+    free(g->hq);
     if (g->s) skv_kvlog_disable(g->s->kv);
     free(g);
     if (saved[0]) skv_error("%s", saved);
@@ -346,7 +351,9 @@ void skv_session_cuda_free(skv_session_cuda *g) {
 skv_session_cuda *skv_session_cuda_new(skv_session *s, const skv_cuda_model *llm, const skv_cuda_model *slm) {
     if (skv_session_cuda_check(s)) return NULL;
     if (!llm) { skv_error("CUDA session: no uploaded LLM"); return NULL; }
-    if (s->slm && !slm) { skv_error("CUDA session: policy %s runs an SLM: upload it too", s->pol->name); return NULL; }
+    skv_policy_companion comp = {0};
+    const bool has_comp = s->pol->companion && s->pol->companion(s->pol, &comp) == 0;
+    if (has_comp && !slm) { skv_error("CUDA session: policy %s runs an SLM: upload it too", s->pol->name); return NULL; }
     if (s->kv->log) { skv_error("CUDA session: the session is already attached to a mirror"); return NULL; }
     const skv_config *c = &s->m->cfg;
     skv_session_cuda *g = skv_calloc(1, sizeof *g, "CUDA session");
@@ -364,13 +371,17 @@ skv_session_cuda *skv_session_cuda_new(skv_session *s, const skv_cuda_model *llm
     const size_t kvb = (size_t)g->Hkv * g->d * sizeof(float);
     if (!(g->hk = skv_cuda_host_alloc(kvb, "new K row")) || !(g->hv = skv_cuda_host_alloc(kvb, "new V row"))) goto fail;
     if (!(g->q = skv_cuda_copyq_new())) goto fail;
+    if (skv_policy_has(s->pol, SKV_POLICY_QUERY) &&
+        !(g->hq = skv_malloc((size_t)c->n_head * c->head_dim * sizeof(float), "CUDA session query")))
+        goto fail;
     if (!(g->llm = skv_cuda_state_new_nocache(llm, s->o.max_ctx, 1))) goto fail;
     if (g->llm->m != s->m) { skv_error("CUDA session: the uploaded LLM is not the session's model"); goto fail; }
     g->llm->n_past = s->n;
-    if (s->slm) {
+    if (has_comp) {
+        g->comp = comp;
         if (!(g->slm = skv_cuda_state_new(slm, s->o.max_ctx, 1, s->o.kv_f16))) goto fail;
-        if (g->slm->m != s->o.slm) { skv_error("CUDA session: the uploaded SLM is not the session's SLM"); goto fail; }
-        if (skv_cuda_state_load(g->slm, s->slm, s->slm_layers)) goto fail;
+        if (g->slm->m != comp.m) { skv_error("CUDA session: the uploaded SLM is not the session's SLM"); goto fail; }
+        if (skv_cuda_state_load(g->slm, comp.st, comp.n_layers)) goto fail;
     }
     /* the whole hot tier once (a new log is "lost": the first sync takes everything) */
     g->s = s;
@@ -397,10 +408,10 @@ int skv_session_cuda_step(skv_session_cuda *g, int token) {
     g->broken = true;   /* until the step completes */
     if (g->slm) {
         const double t0 = skv_now();
-        skv_fwd_opts so = {.logits = SKV_LOGITS_NONE, .n_layers = s->slm_layers, .colsum = s->slm_colsum,
-                           .lastrow = s->slm_lastrow};
+        skv_fwd_opts so = {.logits = SKV_LOGITS_NONE, .n_layers = g->comp.n_layers, .colsum = g->comp.colsum,
+                           .lastrow = g->comp.lastrow};
         int rc = skv_cuda_forward(g->slm, &token, 1, &so);
-        s->slm_seconds += skv_now() - t0;
+        *g->comp.seconds += skv_now() - t0;
         if (rc) return skv_error_prefix("CUDA session: SLM");
     }
     skv_fwd_opts fo = {.logits = SKV_LOGITS_LAST};

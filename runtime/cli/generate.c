@@ -22,8 +22,8 @@ static const char *GEN_USAGE =
     "  --llm MODEL      the model that generates (GGUF file or Hugging Face directory)\n"
     "  --slm MODEL      small model guiding the cache (policy smallkv)\n"
     "  --profile P      SmallKV profile for the pair (profiles/*.skvprof)\n"
-    "  --policy NAME    full, streamingllm, h2o, snapkv, pyramidkv, adakv, ems, smallkv\n"
-    "                   (default full; smallkv when --slm is given)\n"
+    "  --policy SPEC    a policy, optionally with options: NAME[:OPTION=VALUE...] (policies\n"
+    "                   below; default full, smallkv when --slm is given)\n"
     "  --budget F       hot KV cache as a fraction of the sequence, in (0, 1] (default 0.2;\n"
     "                   1 for full)\n"
     "  --prompt TEXT    a prompt (repeatable: each answered from the same context)\n"
@@ -40,22 +40,12 @@ static const char *GEN_USAGE =
     "  --device cpu|cuda  where the forward pass runs (default cpu); cuda (make CUDA=1): --prompt\n"
     "                   only (no --context); policy full runs wholly on the GPU, the compressed\n"
     "                   policies (not ems, no --slm-budget) prefill on the CPU and decode on the GPU\n"
-    "policy options:\n"
-    "  --sinks N --window N --pool N     kept first tokens (4), observation window (32),\n"
-    "                                    SnapKV pooling kernel (7)\n"
-    "  --heavy F        H2O heavy-hitter share of the budget (0.5)\n"
-    "  --recent F       SmallKV recent weight of the critical:recent:marginal split (1 of 2:1:2)\n"
-    "  --ems-gamma F --ems-tau F         EMS candidate multiple (4), merge threshold (0.6)\n"
-    "  --reduce sum|mean|max             query heads -> KV head scores (sum)\n"
-    "  --combine sum|mass|renorm         SmallKV marginal compensation (renorm)\n"
-    "  --mapping profile|online          head mapping source (profile)\n"
-    "  --split fixed|adaptive            SmallKV budget split (fixed)\n"
-    "  --score now|acc|mean              SmallKV token score from the SLM: this step's row (now,\n"
-    "                                    default), accumulated (acc), accumulated per row seen (mean)\n"
-    "  --no-saliency --no-marginal       SmallKV ablations\n"
-    "  --slm-depth N    SLM layers to run (default: the profile's depth)\n"
-    "  --slm-budget F   compress the SLM's cache with H2O to F (default: full cache)\n"
-    "Exit status: 0 ok, 1 error (one line on stderr), 2 bad usage.\n";
+    "  --OPTION VALUE   any option of the chosen policy (listed below), e.g. --heavy 0.3,\n"
+    "                   --score acc, --no-saliency; an option the policy lacks is ignored with a note\n"
+    "Exit status: 0 ok, 1 error (one line on stderr), 2 bad usage.\n"
+    "Policies and their options:\n";
+
+#define MAX_POLICY_OPTS 32
 
 #define MAX_PROMPTS 64
 
@@ -128,14 +118,18 @@ int cmd_generate(int argc, char **argv) {
     const char *prompts[MAX_PROMPTS];
     int n_prompts = 0, threads = 0, ctx = 0, seed = 1234;
     bool chat = false, budget_set = false, policy_set = false;
-    float budget = 0.2f, f;
+    float budget = 0.2f;
+    const char *popt_name[MAX_POLICY_OPTS], *popt_val[MAX_POLICY_OPTS];
+    int n_popts = 0;
+    char spec[1024];
     gen_cfg g = {.n_gen = 128};
     smallkv_options o;
     smallkv_options_default(&o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
-        if (cli_is_help(a)) { fputs(GEN_USAGE, stdout); return CLI_OK; }
+        int takes = 0;
+        if (cli_is_help(a)) { fputs(GEN_USAGE, stdout); fputs(smallkv_policies_help(), stdout); return CLI_OK; }
         else if (!strcmp(a, "--prompt") || !strcmp(a, "-p")) {
             if (n_prompts == MAX_PROMPTS) return cli_usage_error(GEN_USAGE, "generate: at most %d prompts", MAX_PROMPTS);
             ok = cli_str(argc, argv, &i, &prompts[n_prompts]);
@@ -157,22 +151,13 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &kv);
         else if (!strcmp(a, "--device")) ok = cli_str(argc, argv, &i, &device);
         else if (!strcmp(a, "--stats") || !strcmp(a, "--verbose") || !strcmp(a, "-v")) g.stats = true;
-        else if (!strcmp(a, "--sinks")) ok = cli_int(argc, argv, &i, 0, 1 << 20, &o.sinks);
-        else if (!strcmp(a, "--window")) ok = cli_int(argc, argv, &i, 1, 1 << 20, &o.window);
-        else if (!strcmp(a, "--pool")) ok = cli_int(argc, argv, &i, 1, 1 << 10, &o.pool);
-        else if (!strcmp(a, "--heavy")) { ok = cli_float(argc, argv, &i, 0, 1, &f); o.heavy = f; }
-        else if (!strcmp(a, "--recent")) { ok = cli_float(argc, argv, &i, 0, 1000, &f); o.recent = f; }
-        else if (!strcmp(a, "--ems-gamma")) { ok = cli_float(argc, argv, &i, 1, 1000, &f); o.ems_gamma = f; }
-        else if (!strcmp(a, "--ems-tau")) { ok = cli_float(argc, argv, &i, -1, 1, &f); o.ems_tau = f; }
-        else if (!strcmp(a, "--combine")) ok = cli_str(argc, argv, &i, &o.combine);
-        else if (!strcmp(a, "--mapping")) ok = cli_str(argc, argv, &i, &o.mapping);
-        else if (!strcmp(a, "--split")) ok = cli_str(argc, argv, &i, &o.split);
-        else if (!strcmp(a, "--score")) ok = cli_str(argc, argv, &i, &o.score);
-        else if (!strcmp(a, "--reduce")) ok = cli_str(argc, argv, &i, &o.reduce);
-        else if (!strcmp(a, "--no-saliency")) o.no_saliency = 1;
-        else if (!strcmp(a, "--no-marginal")) o.no_marginal = 1;
-        else if (!strcmp(a, "--slm-depth")) ok = cli_int(argc, argv, &i, 1, 1 << 10, &o.slm_depth);
-        else if (!strcmp(a, "--slm-budget")) { ok = cli_float(argc, argv, &i, 0, 1, &f); o.slm_budget = f; }
+        else if (a[0] == '-' && a[1] == '-' && smallkv_policy_option(a + 2, &takes)) {
+            if (n_popts == MAX_POLICY_OPTS) return cli_usage_error(GEN_USAGE, "generate: at most %d policy options", MAX_POLICY_OPTS);
+            popt_name[n_popts] = a + 2;
+            popt_val[n_popts] = NULL;
+            if (takes) ok = cli_str(argc, argv, &i, &popt_val[n_popts]);
+            n_popts += ok;
+        }
         else if (a[0] == '-' && a[1]) return cli_usage_error(GEN_USAGE, "generate: unknown option '%s'", a);
         else if (!llm) llm = a;
         else return cli_usage_error(GEN_USAGE, "generate: unexpected argument '%s'", a);
@@ -186,7 +171,23 @@ int cmd_generate(int argc, char **argv) {
     if (strcmp(device, "cpu") && strcmp(device, "cuda"))
         return cli_usage_error(GEN_USAGE, "generate: --device must be cpu or cuda, not '%s'", device);
     if (!policy_set) o.policy = slm ? "smallkv" : "full";
-    if (!budget_set && !strcmp(o.policy, "full")) budget = 1;
+    /* the policy spec: --policy and the options given as flags that it has */
+    unsigned needs = 0;
+    if (smallkv_policy_check(o.policy, &needs)) { cli_fail(NULL); return CLI_ERR; }
+    size_t ns = (size_t)snprintf(spec, sizeof spec, "%s", o.policy);
+    for (int i = 0; i < n_popts; i++) {
+        int has = smallkv_policy_option_check(o.policy, popt_name[i], popt_val[i]);
+        if (has < 0) { cli_fail(NULL); return CLI_ERR; }
+        if (!has) {
+            fprintf(stderr, "smallkv: note: policy %s has no option --%s (ignored)\n", o.policy, popt_name[i]);
+            continue;
+        }
+        ns += (size_t)snprintf(spec + ns, ns < sizeof spec ? sizeof spec - ns : 0, ":%s%s%s", popt_name[i],
+                               popt_val[i] ? "=" : "", popt_val[i] ? popt_val[i] : "");
+        if (ns >= sizeof spec) return cli_usage_error(GEN_USAGE, "generate: policy options too long");
+    }
+    o.policy = spec;
+    if (!budget_set && (needs & SMALLKV_NO_BUDGET)) budget = 1;
     o.budget = budget;
     o.kv_f32 = !strcmp(kv, "f32");
     g.rng = (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 1;
@@ -196,15 +197,17 @@ int cmd_generate(int argc, char **argv) {
     if (!(budget > 0 && budget <= 1)) { fprintf(stderr, "smallkv: --budget %g is not a fraction in (0, 1]\n", budget); return CLI_ERR; }
     for (int i = 0; i < n_prompts; i++)
         if (!prompts[i][0]) { fprintf(stderr, "smallkv: prompt %d is empty\n", i + 1); return CLI_ERR; }
-    if (!strcmp(o.policy, "smallkv")) {
-        bool online = o.mapping && !strcmp(o.mapping, "online");
-        if (!slm) { fprintf(stderr, "smallkv: policy smallkv needs --slm MODEL\n"); return CLI_ERR; }
-        if (!profile && !online) {
-            fprintf(stderr, "smallkv: policy smallkv needs --profile P for the pair (or --mapping online)\n");
+    if (smallkv_policy_check(spec, &needs)) { cli_fail(NULL); return CLI_ERR; }
+    const int pname_len = (int)strcspn(spec, ":,");
+    if (needs & SMALLKV_NEEDS_SLM) {
+        if (!slm) { fprintf(stderr, "smallkv: policy %.*s needs --slm MODEL\n", pname_len, spec); return CLI_ERR; }
+        if (!profile && (needs & SMALLKV_NEEDS_PROFILE)) {
+            fprintf(stderr, "smallkv: policy %.*s needs --profile P for the pair (or --mapping online)\n", pname_len, spec);
             return CLI_ERR;
         }
     } else if (slm) {
-        fprintf(stderr, "smallkv: --slm is only used by policy smallkv (policy is %s)\n", o.policy);
+        fprintf(stderr, "smallkv: --slm is only used by a policy that runs a small model (policy is %.*s)\n", pname_len,
+                spec);
         return CLI_ERR;
     }
     const char *files[] = {llm, slm, profile, context};
@@ -216,15 +219,11 @@ int cmd_generate(int argc, char **argv) {
          * decode (runtime/cli/generate_cuda.c) */
         if (context) { fprintf(stderr, "smallkv: --device cuda: --context is not supported yet (use --prompt)\n"); return CLI_ERR; }
         if (!skv_cuda_built()) { fprintf(stderr, "smallkv: --device cuda: built without CUDA (make CUDA=1)\n"); return CLI_ERR; }
-        if (!strcmp(o.policy, "ems")) {
-            fprintf(stderr, "smallkv: --device cuda: policy ems is not available on the GPU (merged slots)\n");
+        if (needs & SMALLKV_NO_GPU) {
+            fprintf(stderr, "smallkv: --device cuda: policy %.*s is not available on the GPU\n", pname_len, spec);
             return CLI_ERR;
         }
-        if (o.slm_budget > 0 && o.slm_budget < 1) {
-            fprintf(stderr, "smallkv: --device cuda: --slm-budget below 1 is not available on the GPU\n");
-            return CLI_ERR;
-        }
-        if (!strcmp(o.policy, "full")) {
+        if (needs & SMALLKV_NO_BUDGET) {
             cli_gen_cuda gc = {.model = llm, .prompts = prompts, .n_prompts = n_prompts, .chat = chat, .system = system,
                                .kv_f16 = !o.kv_f32, .ctx = ctx, .n_gen = g.n_gen, .temp = g.temp, .rng = g.rng,
                                .stats = g.stats};

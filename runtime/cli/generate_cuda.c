@@ -144,7 +144,7 @@ static int gpu_models(cli_gpu **dev, const skv_session *s) {
         if (!(g->dllm = skv_cuda_model_upload(s->m, 0))) return -1;
         g->llm = s->m;
     }
-    if (s->slm && g->slm != s->o.slm) {
+    if (s->o.slm && skv_policy_has(s->pol, SKV_POLICY_NEEDS_SLM) && g->slm != s->o.slm) {
         skv_cuda_model_free(g->dslm);
         g->dslm = NULL;
         g->slm = NULL;
@@ -160,7 +160,7 @@ int cli_answer_cuda(smallkv_pair *p, smallkv_session *ps, float temp, unsigned l
     skv_session *s = smallkv_session_runtime(ps);
     if (!s || skv_session_cuda_check(s)) return -1;
     if (gpu_models(dev, s)) return -1;
-    skv_session_cuda *g = skv_session_cuda_new(s, (*dev)->dllm, s->slm ? (*dev)->dslm : NULL);
+    skv_session_cuda *g = skv_session_cuda_new(s, (*dev)->dllm, skv_policy_has(s->pol, SKV_POLICY_NEEDS_SLM) ? (*dev)->dslm : NULL);
     if (!g) return -1;
     int rc = -1, steps = 0;
     const double t0 = skv_now();

@@ -2,15 +2,25 @@
  * all KV heads together (b = B - w, the even per-head share) decide how many each head
  * won (n_h); head h's share becomes floor(n_h (1 - a) + a b) (a = 0.2), so the layer's
  * total stays within Hkv * b. Shares are set at each prefill and scale with the budget. */
-#include "policy.h"
+#include "snapkv.h"
 #include "common/util.h"
 #include <math.h>
 #include <stdlib.h>
 
+static const skv_opt_desc ada_opt_table[] = {
+    {"alpha", NULL, SKV_OPT_FLOAT, offsetof(skv_snap_opts, alpha), 0.2, 0, 1, NULL, 0, 0.2,
+     "floor blend: a head keeps at least alpha of the even share"},
+    SKV_OPT_POOL,
+    SKV_OPT_REDUCE(skv_snap_opts),
+    SKV_OPT_SINKS(skv_snap_opts),
+    SKV_OPT_WINDOW(skv_snap_opts),
+};
+
 static int ada_prefill(skv_policy *p, const skv_prefill_info *pi) {
     if (skv_snap_prefill_scores(p, pi)) return -1;
     skv_snap_state *s = p->st;
-    const int Hkv = p->Hkv, w = p->o.window, sinks = p->o.sinks;
+    const skv_snap_opts *o = p->opts;
+    const int Hkv = p->Hkv, w = o->window, sinks = o->sinks;
     int npre = pi->n - w;
     int b = skv_budget_tokens(pi->budget, pi->n) - w;
     if (npre <= sinks || b <= 0) return 0;
@@ -29,7 +39,7 @@ static int ada_prefill(skv_policy *p, const skv_prefill_info *pi) {
     int won[Hkv];
     for (int j = 0; j < Hkv; j++) won[j] = 0;
     for (int i = 0; i < got; i++) won[idx[i] / per]++;
-    const double a = p->o.ada_alpha;
+    const double a = o->alpha;
     for (int j = 0; j < Hkv; j++) {
         double bh = floor(won[j] * (1 - a) + a * b);
         s->share[pi->layer * Hkv + j] = bh / b;
@@ -38,8 +48,19 @@ static int ada_prefill(skv_policy *p, const skv_prefill_info *pi) {
     return 0;
 }
 
-int skv_policy_init_adakv(skv_policy *p) {
-    if (skv_snap_init(p, 2)) return -1;
+static int ada_init(skv_policy *p, const skv_policy_env *env) {
+    (void)env;
+    if (skv_snap_init(p)) return -1;
     p->on_prefill = ada_prefill;
     return 0;
 }
+
+const skv_policy_desc skv_policy_adakv = {
+    .name = "adakv",
+    .summary = "SnapKV with each layer's budget shared out between its KV heads by score",
+    .caps = SKV_POLICY_GPU,
+    .opts = ada_opt_table,
+    .n_opts = sizeof ada_opt_table / sizeof *ada_opt_table,
+    .opts_size = sizeof(skv_snap_opts),
+    .init = ada_init,
+};

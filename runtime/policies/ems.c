@@ -23,11 +23,30 @@
  * Decode schedule: new tokens append while the lane is within budget; once the lane would
  * exceed it, evict+merge runs again at that step over the N hot centres + the new token
  * (so from then on every step merges or drops exactly the surplus). */
-#include "policy.h"
+#include "ems.h"
 #include "common/util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+typedef struct {
+    float gamma, tau;
+    int ems_window;       /* rows of the local score (0: window) */
+    int reduce;           /* skv_reduce */
+    int sinks, window;
+} ems_opts;
+
+static const skv_opt_desc ems_opt_table[] = {
+    {"ems_gamma", NULL, SKV_OPT_FLOAT, offsetof(ems_opts, gamma), 4, 1, 1000, NULL, 0, 4,
+     "candidates kept before merging, as a multiple of the budget"},
+    {"ems_tau", NULL, SKV_OPT_FLOAT, offsetof(ems_opts, tau), 0.6, -1, 1, NULL, 0, 0.6,
+     "merge threshold on cos(k) * cos(v)"},
+    {"ems_window", NULL, SKV_OPT_INT, offsetof(ems_opts, ems_window), 0, 0, 4096, NULL, 0, 0,
+     "query rows of the local score (0: the observation window)"},
+    SKV_OPT_REDUCE(ems_opts),
+    SKV_OPT_SINKS(ems_opts),
+    SKV_OPT_WINDOW(ems_opts),
+};
 
 typedef struct { int n, cap; int *pos; float *p; } ems_row;
 
@@ -51,7 +70,10 @@ typedef struct {
     float *ka, *va, *kb, *vb;       /* scratch rows (d) */
 } ems_state;
 
-static int ems_w(const skv_policy *p) { return p->o.ems_window > 0 ? p->o.ems_window : (p->o.window > 0 ? p->o.window : 32); }
+static int ems_w(const skv_policy *p) {
+    const ems_opts *o = p->opts;
+    return o->ems_window > 0 ? o->ems_window : (o->window > 0 ? o->window : 32);
+}
 
 static int lane_reserve(ems_lane *L, int n, int d) {
     if (n <= L->cap) return 0;
@@ -71,14 +93,14 @@ oom:
 static int ems_prefill(skv_policy *p, const skv_prefill_info *pi) {
     ems_state *s = p->st;
     if (!pi->colsum || !pi->obs) return skv_error("ems: prefill without column sums / window sums");
-    if (skv_h2o_accumulate_prefill(&s->global, p, pi)) return -1;
+    if (skv_h2o_accumulate_prefill(&s->global, p, (skv_reduce)((const ems_opts *)p->opts)->reduce, pi)) return -1;
     if (skv_lanescore_reserve(&s->local, pi->n)) return -1;
     const int g = p->H / p->Hkv;
     for (int j = 0; j < p->Hkv; j++) {
         int ln = pi->layer * p->Hkv + j;
         /* the local term is the last-w rows of this prefill (older rows leave the window) */
         skv_reduce_group(s->local.s[ln], pi->obs + (size_t)j * g * pi->stride, g, (size_t)pi->stride, pi->n,
-                         p->o.reduce);
+                         (skv_reduce)((const ems_opts *)p->opts)->reduce);
         s->scored[ln] = pi->n;
         ems_lane *L = &s->lane[ln];
         L->ring_n = 0; L->ring_head = 0; L->local_from_ring = false;
@@ -89,8 +111,9 @@ static int ems_prefill(skv_policy *p, const skv_prefill_info *pi) {
 static void ems_step(skv_policy *p, int layer, int kvh, const int *pos, const float *prob, int n) {
     ems_state *s = p->st;
     const int ln = layer * p->Hkv + kvh;
-    skv_h2o_accumulate_step(&s->global, p, layer, kvh, pos, prob, n);
-    const float scale = p->o.reduce == SKV_REDUCE_MEAN ? 1.0f / (float)(p->H / p->Hkv) : 1.0f;
+    const skv_reduce reduce = (skv_reduce)((const ems_opts *)p->opts)->reduce;
+    skv_h2o_accumulate_step(&s->global, p, reduce, layer, kvh, pos, prob, n);
+    const float scale = reduce == SKV_REDUCE_MEAN ? 1.0f / (float)(p->H / p->Hkv) : 1.0f;
     ems_lane *L = &s->lane[ln];
     float *loc = s->local.s[ln];
     ems_row *r = &L->ring[L->ring_head];
@@ -189,18 +212,18 @@ static int ems_select(skv_policy *p, skv_select_io *io) {
     const int scored = s->scored[io->lane];
     for (int i = 0; i < nc; i++) {
         int k = cand[i];
-        if (k < p->o.sinks || k >= scored) continue;
+        if (k < ((const ems_opts *)p->opts)->sinks || k >= scored) continue;
         mg += gl[k]; ml += lo[k]; nm++;
     }
     const double a = ml > 0 ? mg / ml : 0;
     for (int k = 0; k < n; k++) sc[k] = -INFINITY;
     for (int i = 0; i < nc; i++) {
         int k = cand[i];
-        sc[k] = k < p->o.sinks || k >= scored ? INFINITY : (float)(gl[k] + a * lo[k]);
+        sc[k] = k < ((const ems_opts *)p->opts)->sinks || k >= scored ? INFINITY : (float)(gl[k] + a * lo[k]);
     }
     (void)nm;
     /* evict: keep the top M = gamma N; centres: the top N of those */
-    int M = (int)floor(p->o.ems_gamma * N + 1e-9);
+    int M = (int)floor(((const ems_opts *)p->opts)->gamma * N + 1e-9);
     if (M < N) M = N;
     M = skv_topk(sc, cand, nc, M);
     skv_topk(sc, cand, M, N);
@@ -235,7 +258,7 @@ static int ems_select(skv_policy *p, skv_select_io *io) {
             float ck = cosine(s->ka, L->cen_k + (size_t)c2 * d, d), cv = cosine(s->va, L->cen_v + (size_t)c2 * d, d);
             if (ck <= 0 || cv <= 0) continue;
             float sim = ck * cv;
-            if (sim > p->o.ems_tau && (best < 0 || sim > bs)) { best = c2; bs = sim; }
+            if (sim > ((const ems_opts *)p->opts)->tau && (best < 0 || sim > bs)) { best = c2; bs = sim; }
         }
         L->lut_pos[i] = cand[i];
         L->lut_cen[i] = best >= 0 ? cand[best] : -1;
@@ -289,7 +312,7 @@ static int ems_after_apply(skv_policy *p, skv_kvcache *c, int layer, int kvh) {
 }
 
 int skv_policy_ems_plan(const skv_policy *p, int layer, int kvh, skv_ems_plan *out) {
-    if (strcmp(p->name, "ems")) return skv_error("policy %s has no EMS plan", p->name);
+    if (p->desc != &skv_policy_ems) return skv_error("policy %s has no EMS plan", p->name);
     const ems_state *s = p->st;
     if (!s) { memset(out, 0, sizeof *out); return 0; }
     const ems_lane *L = &s->lane[layer * p->Hkv + kvh];
@@ -393,7 +416,9 @@ static int ems_select_lazy(skv_policy *p, skv_select_io *io) {
     if (ems_ensure(p, io->cache->d)) return -1;
     return ems_select(p, io);
 }
-static void ems_step_lazy(skv_policy *p, int layer, int kvh, const int *pos, const float *prob, int n) {
+static void ems_step_lazy(skv_policy *p, int layer, int kvh, const int *pos, const float *prob, const float *head_p,
+                          int n) {
+    (void)head_p;
     if (p->st) ems_step(p, layer, kvh, pos, prob, n);
 }
 static int ems_fork_lazy(const skv_policy *src, skv_policy *dst) {
@@ -401,11 +426,11 @@ static int ems_fork_lazy(const skv_policy *src, skv_policy *dst) {
     return ems_fork(src, dst);
 }
 
-int skv_policy_init_ems(skv_policy *p) {
-    if (!(p->o.ems_gamma >= 1)) return skv_error("ems: gamma %g must be >= 1", p->o.ems_gamma);
+static int ems_init(skv_policy *p, const skv_policy_env *env) {
+    (void)env;
     p->st = NULL;
     p->wants_colsum = true;
-    p->wants_obs = true;
+    p->obs_rows = ems_w(p);
     p->wants_step = true;
     p->on_prefill = ems_prefill_lazy;
     p->select = ems_select_lazy;
@@ -415,3 +440,13 @@ int skv_policy_init_ems(skv_policy *p) {
     p->free_state = ems_free;
     return 0;
 }
+
+const skv_policy_desc skv_policy_ems = {
+    .name = "ems",
+    .summary = "evict-then-merge: the top gamma*budget tokens, the rest merged into centres",
+    .caps = 0,
+    .opts = ems_opt_table,
+    .n_opts = sizeof ems_opt_table / sizeof *ems_opt_table,
+    .opts_size = sizeof(ems_opts),
+    .init = ems_init,
+};

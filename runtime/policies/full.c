@@ -7,7 +7,15 @@ static int full_select(skv_policy *p, skv_select_io *io) {
     return 0;
 }
 
-int skv_policy_init_full(skv_policy *p) {
+static int full_init(skv_policy *p, const skv_policy_env *env) {
+    (void)env;
     p->select = full_select;
     return 0;
 }
+
+const skv_policy_desc skv_policy_full = {
+    .name = "full",
+    .summary = "the full KV cache, nothing evicted (the reference)",
+    .caps = SKV_POLICY_KEEPS_ALL | SKV_POLICY_GPU,
+    .init = full_init,
+};

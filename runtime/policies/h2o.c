@@ -7,16 +7,29 @@
 #include "common/util.h"
 #include <stdlib.h>
 
+typedef struct {
+    float heavy;          /* heavy-hitter share of the budget */
+    int reduce;           /* skv_reduce */
+    int sinks;
+} h2o_opts;
+
+static const skv_opt_desc h2o_opt_table[] = {
+    {"heavy", NULL, SKV_OPT_FLOAT, offsetof(h2o_opts, heavy), 0.5, 0, 1, NULL, 0, 0.5,
+     "heavy-hitter share of the budget (the rest: the most recent tokens)"},
+    SKV_OPT_REDUCE(h2o_opts),
+    SKV_OPT_SINKS(h2o_opts),
+};
+
 typedef struct { skv_lanescore acc; } h2o_state;
 
-/* Shared with SmallKV's --no-saliency ablation: add one prefill's column sums into acc. */
-int skv_h2o_accumulate_prefill(skv_lanescore *acc, const skv_policy *p, const skv_prefill_info *pi) {
+/* Shared with SmallKV's no-saliency ablation: add one prefill's column sums into acc. */
+int skv_h2o_accumulate_prefill(skv_lanescore *acc, const skv_policy *p, skv_reduce reduce, const skv_prefill_info *pi) {
     if (skv_lanescore_reserve(acc, pi->n)) return -1;
     const int g = p->H / p->Hkv;
     float *tmp = skv_malloc((size_t)pi->n * sizeof(float), "h2o scores");
     if (!tmp) return -1;
     for (int j = 0; j < p->Hkv; j++) {
-        skv_reduce_group(tmp, pi->colsum + (size_t)j * g * pi->stride, g, (size_t)pi->stride, pi->n, p->o.reduce);
+        skv_reduce_group(tmp, pi->colsum + (size_t)j * g * pi->stride, g, (size_t)pi->stride, pi->n, reduce);
         float *a = acc->s[pi->layer * p->Hkv + j];
         for (int k = 0; k < pi->n; k++) a[k] += tmp[k];
     }
@@ -24,31 +37,35 @@ int skv_h2o_accumulate_prefill(skv_lanescore *acc, const skv_policy *p, const sk
     return 0;
 }
 
-void skv_h2o_accumulate_step(skv_lanescore *acc, const skv_policy *p, int layer, int kvh, const int *pos,
-                             const float *prob, int n) {
+void skv_h2o_accumulate_step(skv_lanescore *acc, const skv_policy *p, skv_reduce reduce, int layer, int kvh,
+                             const int *pos, const float *prob, int n) {
     float *a = acc->s[layer * p->Hkv + kvh];
-    const float scale = p->o.reduce == SKV_REDUCE_MEAN ? 1.0f / (float)(p->H / p->Hkv) : 1.0f;
+    const float scale = reduce == SKV_REDUCE_MEAN ? 1.0f / (float)(p->H / p->Hkv) : 1.0f;
     for (int i = 0; i < n; i++)
         if (pos[i] < acc->cap) a[pos[i]] += prob[i] * scale;
 }
 
 static int h2o_prefill(skv_policy *p, const skv_prefill_info *pi) {
     h2o_state *s = p->st;
-    return skv_h2o_accumulate_prefill(&s->acc, p, pi);
+    const h2o_opts *o = p->opts;
+    return skv_h2o_accumulate_prefill(&s->acc, p, (skv_reduce)o->reduce, pi);
 }
 
 static int h2o_select(skv_policy *p, skv_select_io *io) {
     h2o_state *s = p->st;
+    const h2o_opts *o = p->opts;
     if (skv_lanescore_reserve(&s->acc, io->n)) return -1;
     int keep = skv_budget_tokens(io->budget, io->n);
-    int heavy = (int)(keep * p->o.heavy_frac);
-    skv_select_scored(io, s->acc.s[io->lane], keep, keep - heavy, true, p->o.sinks);
+    int heavy = (int)(keep * o->heavy);
+    skv_select_scored(io, s->acc.s[io->lane], keep, keep - heavy, true, o->sinks);
     return 0;
 }
 
-static void h2o_step(skv_policy *p, int layer, int kvh, const int *pos, const float *prob, int n) {
+static void h2o_step(skv_policy *p, int layer, int kvh, const int *pos, const float *prob, const float *head_p, int n) {
+    (void)head_p;
     h2o_state *s = p->st;
-    skv_h2o_accumulate_step(&s->acc, p, layer, kvh, pos, prob, n);
+    const h2o_opts *o = p->opts;
+    skv_h2o_accumulate_step(&s->acc, p, (skv_reduce)o->reduce, layer, kvh, pos, prob, n);
 }
 
 static int h2o_fork(const skv_policy *src, skv_policy *dst) {
@@ -68,7 +85,8 @@ static void h2o_free(skv_policy *p) {
     p->st = NULL;
 }
 
-int skv_policy_init_h2o(skv_policy *p) {
+static int h2o_init(skv_policy *p, const skv_policy_env *env) {
+    (void)env;
     h2o_state *s = skv_calloc(1, sizeof *s, "h2o state");
     if (!s) return -1;
     if (skv_lanescore_init(&s->acc, p->L * p->Hkv)) { free(s); return -1; }
@@ -82,3 +100,13 @@ int skv_policy_init_h2o(skv_policy *p) {
     p->free_state = h2o_free;
     return 0;
 }
+
+const skv_policy_desc skv_policy_h2o = {
+    .name = "h2o",
+    .summary = "heavy hitters by accumulated attention + recent tokens",
+    .caps = SKV_POLICY_GPU,
+    .opts = h2o_opt_table,
+    .n_opts = sizeof h2o_opt_table / sizeof *h2o_opt_table,
+    .opts_size = sizeof(h2o_opts),
+    .init = h2o_init,
+};

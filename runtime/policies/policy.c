@@ -1,75 +1,41 @@
-/* policy.c: the policy registry (name -> constructor), defaults, and the selection
- * building blocks every score-based policy shares. */
+/* policy.c: a policy instance's life (new from a spec, fork, free) and the selection
+ * building blocks every score-based policy shares. The registry and the spec grammar are in
+ * registry.c and options.c. */
 #include "policy.h"
 #include "common/util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-void skv_policy_opts_default(skv_policy_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->sinks = 4;
-    o->window = 32;
-    o->pool_kernel = 7;
-    o->heavy_frac = 0.5f;
-    o->pyramid_beta = 20.0f;
-    o->ada_alpha = 0.2f;
-    o->ems_gamma = 4.0f;
-    o->ems_tau = 0.6f;
-    o->ems_window = 0;
-    o->reduce = SKV_REDUCE_SUM;
-    o->split_crit = 2; o->split_recent = 1; o->split_marg = 2;
-    o->slm_score = SKV_SLM_SCORE_NOW;   /* measured best (docs/results.md section 2); ACC is the method's text */
-    o->adapt_crit_mass = 0.8f; o->adapt_marg_mass = 0.95f;
-    o->combine = SKV_COMBINE_RENORM;   /* measured best: docs/results.md */
-}
+const char *const skv_reduce_names[] = {"sum", "mean", "max", NULL};
 
-static const struct { const char *name; int (*init)(skv_policy *); } registry[] = {
-    {"full", skv_policy_init_full},
-    {"streamingllm", skv_policy_init_streamingllm},
-    {"h2o", skv_policy_init_h2o},
-    {"snapkv", skv_policy_init_snapkv},
-    {"pyramidkv", skv_policy_init_pyramidkv},
-    {"adakv", skv_policy_init_adakv},
-    {"ems", skv_policy_init_ems},
-    {"smallkv", skv_policy_init_smallkv},
-};
-
-static const char *const slm_score_names[] = {"acc", "now", "mean"};
-
-const char *skv_slm_score_name(skv_slm_score sc) {
-    return (unsigned)sc < sizeof slm_score_names / sizeof *slm_score_names ? slm_score_names[sc] : "?";
-}
-
-int skv_slm_score_parse(const char *name) {
-    for (int i = 0; name && i < (int)(sizeof slm_score_names / sizeof *slm_score_names); i++)
-        if (!strcmp(name, slm_score_names[i])) return i;
-    return -1;
-}
-
-const char *skv_policy_names(void) { return "full, streamingllm, h2o, snapkv, pyramidkv, adakv, ems, smallkv"; }
-
-skv_policy *skv_policy_new(const char *name, const skv_policy_opts *o, int L, int H, int Hkv) {
-    if (!name || L < 1 || H < 1 || Hkv < 1 || H % Hkv) {
+skv_policy *skv_policy_new(const skv_policy_spec *spec, const skv_policy_env *env, int L, int H, int Hkv) {
+    if (!spec || !spec->desc || !env || L < 1 || H < 1 || Hkv < 1 || H % Hkv) {
         skv_error("skv_policy_new: bad arguments (L %d, H %d, Hkv %d)", L, H, Hkv);
         return NULL;
     }
-    for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++) {
-        if (strcmp(registry[i].name, name)) continue;
-        skv_policy *p = skv_calloc(1, sizeof *p, "policy");
-        if (!p) return NULL;
-        p->name = registry[i].name;
-        if (o) p->o = *o; else skv_policy_opts_default(&p->o);
-        p->L = L; p->H = H; p->Hkv = Hkv;
-        if (registry[i].init(p)) {
-            skv_error_prefix("policy %s", name);
-            skv_policy_free(p);
-            return NULL;
-        }
-        return p;
+    const skv_policy_desc *d = spec->desc;
+    skv_policy *p = skv_calloc(1, sizeof *p, "policy");
+    if (!p) return NULL;
+    p->desc = d;
+    p->name = d->name;
+    p->L = L; p->H = H; p->Hkv = Hkv;
+    p->combine = SKV_COMBINE_SUM;
+    p->uses_cold = (d->caps & SKV_POLICY_COLD_TIER) != 0;
+    if (!(p->opts = skv_malloc(d->opts_size ? d->opts_size : 1, "policy options"))) { free(p); return NULL; }
+    memcpy(p->opts, spec->opts, d->opts_size);
+    if (d->init(p, env)) {
+        skv_error_prefix("policy %s", d->name);
+        skv_policy_free(p);
+        return NULL;
     }
-    skv_error("unknown KV policy '%s' (known: %s)", name, skv_policy_names());
-    return NULL;
+    return p;
+}
+
+skv_policy *skv_policy_new_str(const char *spec, const skv_policy_env *env, int L, int H, int Hkv) {
+    skv_policy_spec s;
+    if (skv_policy_spec_parse(spec, &s)) return NULL;
+    return skv_policy_new(&s, env, L, H, Hkv);
 }
 
 skv_policy *skv_policy_fork(const skv_policy *p) {
@@ -77,13 +43,16 @@ skv_policy *skv_policy_fork(const skv_policy *p) {
     if (!q) return NULL;
     *q = *p;
     q->st = NULL;
-    if (p->fork && p->fork(p, q)) { free(q); return NULL; }
+    if (!(q->opts = skv_malloc(p->desc->opts_size ? p->desc->opts_size : 1, "policy options"))) { free(q); return NULL; }
+    memcpy(q->opts, p->opts, p->desc->opts_size);
+    if (p->fork && p->fork(p, q)) { free(q->opts); free(q); return NULL; }
     return q;
 }
 
 void skv_policy_free(skv_policy *p) {
     if (!p) return;
     if (p->free_state) p->free_state(p);
+    free(p->opts);
     free(p);
 }
 

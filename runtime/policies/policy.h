@@ -1,61 +1,156 @@
 /* policy.h: the KV-cache policy interface of the compressed runtime (llama2.c spirit: a
- * struct of function pointers, one file per policy: runtime/policy_<name>.c).
+ * struct of function pointers, one file per policy in runtime/policies/, one line per policy
+ * in the registry, registry.c).
  *
- * The session drives a policy through three calls:
- *   on_prefill  once per layer after each exact prefill, with that prefill's attention
- *               statistics (accumulated column sums, the last-w-queries sums);
- *   select      per lane (layer, KV head) before every attention over the hot tier: say
- *               which positions the hot tier holds with K+V and which with V only;
- *               the session then evicts / restores (skv_kvcache_apply);
- *   on_step     per lane after a decode attention: the hot slots' probabilities summed
- *               over the group's query heads (H2O-style accumulation).
- * A policy only chooses positions; storage, budgets and accounting belong to the session
- * and the cache, so every policy is measured the same way.
- * Budget: a lane's budget is in cost units (a K+V token costs 1, a V-only token 1/2); a
- * policy must return sets with n_kv + n_v / 2 <= budget (or everything when the budget
- * covers the whole sequence). */
+ * A policy is described once (skv_policy_desc): its name, a one-line summary, what it needs
+ * and does (capabilities), and its options as a table (name, type, default, range, help).
+ * Everything that names a policy option is generated from those tables: the CLI flags
+ * (`smallkv generate --heavy 0.3`), the C API's and the evaluation's policy specs
+ * ("h2o:heavy=0.3", "smallkv:score=acc:nosal"), their canonical labels, and the --help text.
+ * No code outside this folder compares a policy's name: it asks for capabilities.
+ *
+ * The session drives a policy instance through these calls:
+ *   before_forward  before the LLM runs over new tokens (SmallKV: its small model runs over
+ *                   the same tokens first, so that this step's attention rows are ready);
+ *   before_compress once after each prefill's forward, with every layer's column sums
+ *                   (SmallKV: online head matching);
+ *   on_prefill      once per layer after each exact prefill, with that prefill's attention
+ *                   statistics (accumulated column sums, the last-window sums);
+ *   select          per lane (layer, KV head) before every attention over the hot tier: which
+ *                   positions the hot tier holds with K+V and which with V only, seeing the
+ *                   layer's current query; the session then evicts / restores (kvcache.h);
+ *   on_step         per lane after a decode attention: the hot slots' probabilities summed
+ *                   over the group's query heads (H2O-style accumulation), and per head when
+ *                   the policy asked for them (wants_head_p);
+ *   after_step      after each decode step.
+ * A policy only chooses positions; storage, budgets and accounting belong to the session and
+ * the cache, so every policy is measured the same way.
+ * Budget: a lane's budget is in cost units (a K+V token costs 1, a V-only token 1/2); a policy
+ * must return sets with n_kv + n_v / 2 <= budget (or everything when the budget covers the
+ * whole sequence). */
 #ifndef SKV_POLICY_H
 #define SKV_POLICY_H
 #include <stdbool.h>
+#include <stddef.h>
+#include "kernels/cpu/compensate.h"
 #include "runtime/kv/kvcache.h"
 #include "runtime/kv/select.h"
-#include "kernels/cpu/compensate.h"
+#include "runtime/backend/forward.h"
 
-/* SmallKV token score from the mapped SLM head (method.md section 5 names ACC; NOW is the
- * default because it measured far closer to the full cache, docs/results.md section 2):
- *   ACC  accumulated attention over the SLM's full history (column sums)
- *   NOW  this step's attention row only (the pure "what matters now" view; default)
- *   MEAN ACC divided by the number of query rows that could see the token (n - k), which
- *        removes the accumulated score's lean towards old tokens */
-typedef enum { SKV_SLM_SCORE_ACC = 0, SKV_SLM_SCORE_NOW, SKV_SLM_SCORE_MEAN } skv_slm_score;
+/* ------------------------------------------------------------------ options */
+
+typedef enum { SKV_OPT_INT = 0, SKV_OPT_FLOAT, SKV_OPT_BOOL, SKV_OPT_ENUM } skv_opt_type;
+
+enum {
+    SKV_OPT_BARE = 1,          /* in specs an enum value or a true flag may stand alone:
+                                  "smallkv:mass" (combine=mass), "smallkv:nosal" */
+    SKV_OPT_LABEL_ALWAYS = 2,  /* the canonical label names it even at its default */
+    SKV_OPT_HIDDEN = 4,        /* for tests and experiments: not in --help */
+};
+
+/* One option of a policy. Values live in the policy's own options struct (at `off`): int
+ * for INT and ENUM (the index into `values`), float for FLOAT, bool for BOOL. */
+typedef struct {
+    const char *name;          /* canonical: spec "name=value", CLI --name (_ written -) */
+    const char *alias;         /* shorter name in specs and labels ("nosal", "depth"), or NULL */
+    skv_opt_type type;
+    size_t off;                /* offsetof the value in the policy's options struct */
+    double def, lo, hi;        /* default and inclusive range (ENUM, BOOL: def only) */
+    const char *const *values; /* ENUM: the value names, NULL-terminated */
+    unsigned flags;            /* SKV_OPT_* */
+    double label_ref;          /* labels name the option when its value differs from this
+                                  (equal to def unless an older default is kept for labels:
+                                  then a label read back as a spec gives def, not label_ref) */
+    const char *help;
+} skv_opt_desc;
+
+/* ------------------------------------------------------------------ capabilities */
+
+enum {
+    SKV_POLICY_KEEPS_ALL = 1,   /* no budget: every token stays hot (the reference) */
+    SKV_POLICY_NEEDS_SLM = 2,   /* runs a small model of the same tokenizer beside the LLM */
+    SKV_POLICY_COLD_TIER = 4,   /* keeps every K/V in a host cold tier and restores from it */
+    SKV_POLICY_GPU = 8,         /* can decode on the CUDA backend (runtime/backend/) */
+    SKV_POLICY_QUERY = 16,      /* reads the current query to select */
+    SKV_POLICY_MARGINAL = 32,   /* keeps some tokens as V only, with compensated weights */
+};
+
+/* What a policy may use besides its options: the models and the head mapping. */
+typedef struct {
+    const skv_model *llm;
+    const skv_model *slm;   /* NULL without a small model */
+    const int *map;                /* [L*H] LLM flat head -> SLM flat head, or NULL */
+    int map_depth;                 /* SLM layers the mapping's profile chose (0: unknown) */
+    int max_ctx, T_max;
+    bool kv_f16;
+    bool prefill_base;             /* a prefill base (session.h): only prepare the state that
+                                      derived sessions copy (before_forward), never select */
+} skv_policy_env;
+
+typedef struct skv_policy skv_policy;
 
 typedef struct {
-    int sinks;            /* always-kept first tokens (4) */
-    int window;           /* SnapKV observation / recent window w (32) */
-    int pool_kernel;      /* SnapKV max-pool kernel (7; padding kernel/2) */
-    float heavy_frac;     /* H2O: heavy-hitter share of the budget (0.5), the rest recent */
-    float pyramid_beta;   /* PyramidKV (20) */
-    float ada_alpha;      /* Ada-KV floor blend (0.2) */
-    float ems_gamma;      /* EMS candidate multiple (4) */
-    float ems_tau;        /* EMS merge threshold (0.6) */
-    int ems_window;       /* EMS local-score window w (0 = window, 32) */
-    skv_reduce reduce;    /* per-query-head scores -> KV head (sum) */
-    /* SmallKV */
-    float split_crit, split_recent, split_marg;   /* 2 : 1 : 2 (in tokens) */
-    bool adaptive_split;  /* critical = 80% of the SLM mass, marginal up to 95% */
-    float adapt_crit_mass, adapt_marg_mass;       /* 0.8, 0.95 */
-    bool no_saliency;     /* ablation: the LLM's own accumulated scores, no restore */
-    bool no_marginal;     /* ablation: no V-only tokens (budget split critical:recent) */
-    skv_slm_score slm_score;  /* what ranks tokens: the SLM's accumulated score (the method), or variants */
-    skv_combine combine;  /* SUM / MASS / RENORM */
-} skv_policy_opts;
+    const char *name;
+    const char *summary;           /* one line for --help */
+    unsigned caps;                 /* SKV_POLICY_* */
+    const skv_opt_desc *opts;      /* its options, in label order */
+    int n_opts;
+    size_t opts_size;              /* bytes of its options struct (<= SKV_POLICY_OPTS_MAX) */
+    /* Fill p->st, the hooks and the per-instance fields below from p->opts and env.
+     * -1 + error. */
+    int (*init)(skv_policy *p, const skv_policy_env *env);
+    /* Several instances of this policy (of different sessions) before one batched decode
+     * step, one token each; NULL: before_forward one by one. */
+    int (*before_step_batch)(skv_policy **ps, const int *tokens, int n);
+    /* Whether these options need a head mapping (skv_policy_env.map); NULL: exactly when the
+     * policy needs the SLM. */
+    bool (*needs_map)(const void *opts);
+} skv_policy_desc;
 
-void skv_policy_opts_default(skv_policy_opts *o);
+#define SKV_POLICY_OPTS_MAX 256
 
-/* SmallKV token score names, in the enum's order: "acc", "now", "mean". parse: -1 for an
- * unknown name (no error set). */
-const char *skv_slm_score_name(skv_slm_score sc);
-int skv_slm_score_parse(const char *name);
+/* A parsed policy spec: the policy and its option values (defaults where not given). Plain
+ * data, copied by value. */
+typedef struct {
+    const skv_policy_desc *desc;
+    _Alignas(16) unsigned char opts[SKV_POLICY_OPTS_MAX];
+} skv_policy_spec;
+
+/* ------------------------------------------------------------------ registry, specs */
+
+/* The registered policies (registry.c), in a fixed order. */
+int skv_policy_count(void);
+const skv_policy_desc *skv_policy_at(int i);
+/* NULL (no error) for an unknown name. */
+const skv_policy_desc *skv_policy_find(const char *name);
+/* "full, streamingllm, ..." */
+const char *skv_policy_names(void);
+
+/* Parse "name[:opt[=value]]..." (':' or ',' between options; an option given twice keeps
+ * the last) into *out with every other option at its default. -1 + error naming the bad
+ * part and what is allowed. */
+int skv_policy_spec_parse(const char *spec, skv_policy_spec *out);
+/* The spec of a policy at its defaults. -1 + error for an unknown name. */
+int skv_policy_spec_default(const char *name, skv_policy_spec *out);
+/* Set one option by name or alias; value NULL means "true" for a flag (or a bare enum value
+ * given as name). -1 + error. */
+int skv_policy_spec_set(skv_policy_spec *s, const char *name, const char *value);
+/* Canonical label "name:opt:opt=value..." (options in table order, each when it differs
+ * from its label reference or is always labelled). */
+void skv_policy_spec_label(const skv_policy_spec *s, char *buf, size_t n);
+/* The option of any registered policy with this name or alias (first found), or NULL. */
+const skv_opt_desc *skv_policy_any_option(const char *name);
+/* 0 when some policy has option name and value (NULL: a flag, or a bare enum value given as
+ * name) is valid for it, else -1 + error ("unknown combine 'x' (sum, mass, renorm)"). */
+int skv_policy_option_check(const char *name, const char *value);
+/* Option values by descriptor. */
+double skv_opt_get(const skv_policy_spec *s, const skv_opt_desc *d);
+/* Whether spec's policy needs a head mapping (see needs_map). */
+bool skv_policy_spec_needs_map(const skv_policy_spec *s);
+/* Every policy, its capabilities and options as --help text (static storage). */
+const char *skv_policy_help(void);
+
+/* ------------------------------------------------------------------ hooks' arguments */
 
 /* What a policy sees at the end of a prefill, for one layer. */
 typedef struct {
@@ -76,6 +171,10 @@ typedef struct {
     int n0;               /* positions >= n0 have never been offered to select before */
     double budget;        /* this lane's budget in cost units (session's budget x lane share) */
     const skv_kvcache *cache;   /* current hot set (positions) */
+    const float *q;       /* (H, d): this layer's current query, every query head, rotated (the
+                             decode token's; at a prefill's compression the last prompt
+                             token's); NULL unless the policy has SKV_POLICY_QUERY */
+    int d;                /* head dim of q */
     /* outputs, capacity n each */
     int *kv_pos; int n_kv;
     int *v_pos;  int n_v;
@@ -83,52 +182,91 @@ typedef struct {
     int *itmp; float *ftmp; unsigned char *mark;
 } skv_select_io;
 
-typedef struct skv_policy skv_policy;
+/* What a policy holds besides the LLM's cache (SmallKV: its small model), for the
+ * session's memory and time report. */
+typedef struct {
+    size_t model_bytes;   /* weights of the extra model (whole file + decode copies) */
+    size_t cache_bytes;   /* its K/V in use */
+    size_t score_bytes;   /* attention-score buffers the policy reads */
+    double seconds;       /* wall time spent in the extra model so far */
+} skv_policy_mem;
+
+/* A model a policy runs beside the LLM over the same tokens, in a plain state with its
+ * full contiguous cache (forward.h), so that a backend that decodes elsewhere (the CUDA
+ * session) can run it there too and copy its statistics back. */
+typedef struct {
+    const skv_model *m;
+    skv_state *st;             /* its CPU state after the prefill */
+    int n_layers;                /* layers it runs (early stop) */
+    float **colsum, **lastrow;   /* [n_layers] -> (H, max_ctx), updated every step */
+    double *seconds;             /* where its time is added up */
+} skv_policy_companion;
+
 struct skv_policy {
-    const char *name;
-    skv_policy_opts o;
+    const skv_policy_desc *desc;
+    const char *name;     /* desc->name */
+    void *opts;           /* the policy's options struct (a copy of the spec's) */
     int L, H, Hkv;        /* LLM shape */
     void *st;             /* policy state */
-    bool wants_colsum;    /* session computes prefill column sums for on_prefill */
-    bool wants_obs;       /* ... and the last-window sums */
-    bool wants_step;      /* ... and calls on_step after decode attention */
+    /* what the session must provide; set by init, a policy may change them as it goes */
+    bool wants_colsum;    /* prefill column sums for on_prefill / before_compress */
+    int obs_rows;         /* rows of the prefill's last-window sums for on_prefill (0: none) */
+    bool wants_step;      /* on_step after decode attention */
+    bool wants_head_p;    /* ... with per-head probabilities */
     bool uses_cold;       /* restores from the cold tier (else cold is only prefill scratch,
                              released after each prefill: evicted tokens are gone) */
+    skv_combine combine;  /* how marginal V-only tokens enter the attention */
+    int (*before_forward)(skv_policy *p, const int *tokens, int T, bool prefill);
+    int (*before_compress)(skv_policy *p, float *const *colsum, int stride, int n0, int n);
     int (*on_prefill)(skv_policy *p, const skv_prefill_info *pi);
     int (*select)(skv_policy *p, skv_select_io *io);
-    void (*on_step)(skv_policy *p, int layer, int kvh, const int *slot_pos, const float *slot_p, int n_slots);
+    /* slot_p: (n) summed over the group; head_p: (g, n) per head or NULL */
+    void (*on_step)(skv_policy *p, int layer, int kvh, const int *slot_pos, const float *slot_p,
+                    const float *head_p, int n_slots);
+    int (*after_step)(skv_policy *p, int n);
     /* share of the session budget for a lane (1 = even split; PyramidKV / Ada-KV vary it).
      * NULL = 1. */
     double (*lane_share)(const skv_policy *p, int layer, int kvh, double budget);
-    /* SmallKV: marginal weights for a lane: pm (g, n_v) at the V-only slots and the SLM
-     * mass w (g) on the K+V slots, for query heads kvh*g .. NULL for other policies. */
+    /* marginal weights for a lane: pm (g, n_v) at the V-only slots and the attention mass w
+     * (g) on the K+V slots, for query heads kvh*g .. NULL for policies without V-only. */
     void (*marginal)(const skv_policy *p, int layer, int kvh, const int *pos_kv, int n_kv,
                      const int *pos_v, int n_v, float *pm, float *w);
     /* EMS: after the session applied a lane's selection, rewrite the kept slots' K/V and
      * multiplicities with the merged values select planned. NULL for other policies. */
     int (*after_apply)(skv_policy *p, skv_kvcache *c, int layer, int kvh);
     int (*fork)(const skv_policy *src, skv_policy *dst);   /* copy st into dst (dst = *src done) */
+    /* A derived session's policy takes over what base's policy (of a prefill base, maybe of
+     * another kind) prepared during the shared prefill. NULL: nothing to take. -1 + error
+     * when it cannot (the session then prefills by itself). */
+    int (*derive)(skv_policy *p, const skv_policy *base);
+    void (*mem)(const skv_policy *p, skv_policy_mem *m);
+    /* 0 and *c filled when the policy runs a companion model, 1 when it runs none, -1 +
+     * error when its companion cannot move to another backend (the message says why). */
+    int (*companion)(skv_policy *p, skv_policy_companion *c);
+    /* The LLM head -> SLM head mapping in use ([L*H]), NULL when none (yet). */
+    const int *(*head_map)(const skv_policy *p);
     void (*free_state)(skv_policy *p);
 };
 
-/* Create a policy by name: full, streamingllm, h2o, snapkv, pyramidkv, adakv, ems, smallkv.
- * NULL + error for an unknown name. */
-skv_policy *skv_policy_new(const char *name, const skv_policy_opts *o, int L, int H, int Hkv);
+/* An instance for an LLM of L layers, H query and Hkv KV heads. NULL + error. */
+skv_policy *skv_policy_new(const skv_policy_spec *spec, const skv_policy_env *env, int L, int H, int Hkv);
+/* The same from a spec string (tests, tools). */
+skv_policy *skv_policy_new_str(const char *spec, const skv_policy_env *env, int L, int H, int Hkv);
 skv_policy *skv_policy_fork(const skv_policy *p);
 void skv_policy_free(skv_policy *p);
-const char *skv_policy_names(void);
+static inline bool skv_policy_has(const skv_policy *p, unsigned cap) { return (p->desc->caps & cap) != 0; }
 
-/* Per-policy constructors (fill p->st and the function pointers). */
-int skv_policy_init_full(skv_policy *p);
-int skv_policy_init_streamingllm(skv_policy *p);
-int skv_policy_init_h2o(skv_policy *p);
-int skv_policy_init_snapkv(skv_policy *p);
-int skv_policy_init_pyramidkv(skv_policy *p);
-int skv_policy_init_adakv(skv_policy *p);
-int skv_policy_init_ems(skv_policy *p);
-int skv_policy_init_smallkv(skv_policy *p);
+/* ------------------------------------------------------------------ shared building blocks (policy.c) */
 
-/* ---- shared building blocks (policy.c) ---- */
+/* Option table rows every score-based policy shares (their struct must have these fields). */
+extern const char *const skv_reduce_names[];   /* "sum", "mean", "max" */
+#define SKV_OPT_SINKS(T) {"sinks", NULL, SKV_OPT_INT, offsetof(T, sinks), 4, 0, 4096, NULL, 0, 4, \
+                          "always-kept first tokens (attention sinks)"}
+#define SKV_OPT_WINDOW(T) {"window", NULL, SKV_OPT_INT, offsetof(T, window), 32, 1, 4096, NULL, 0, 32, \
+                           "observation window: the last prompt queries whose attention ranks the prompt"}
+#define SKV_OPT_REDUCE(T) {"reduce", NULL, SKV_OPT_ENUM, offsetof(T, reduce), 0, 0, 0, skv_reduce_names, 0, 0, \
+                           "query heads -> KV head scores: sum, mean or max"}
+
 /* Tokens of K+V affordable with a budget: floor(budget), at least 1, at most n. */
 int skv_budget_tokens(double budget, int n);
 /* Keep everything as K+V (positions 0..n-1). */
@@ -138,51 +276,9 @@ void skv_select_all(skv_select_io *io);
  * or >= io->n0 when `permanent`, else all). Output sorted by position. */
 void skv_select_scored(skv_select_io *io, const float *score, int keep, int recent, bool permanent, int sinks);
 
-/* H2O accumulation (policy_h2o.c), shared with SmallKV's --no-saliency ablation. */
-int skv_h2o_accumulate_prefill(skv_lanescore *acc, const skv_policy *p, const skv_prefill_info *pi);
-void skv_h2o_accumulate_step(skv_lanescore *acc, const skv_policy *p, int layer, int kvh, const int *pos,
-                             const float *prob, int n);
-
-/* SnapKV family (policy_snapkv.c), shared by PyramidKV and Ada-KV: pooled scores of
- * the prompt's last-window queries, generated tokens scored +inf, per-lane budget share. */
-typedef struct {
-    skv_lanescore score;
-    int *filled;          /* [lanes] positions < filled have a score */
-    double *share;        /* [lanes] multiplier of (budget - window), mean 1 */
-    int kind;             /* 0 snapkv, 1 pyramidkv, 2 adakv */
-} skv_snap_state;
-int skv_snap_init(skv_policy *p, int kind);
-/* Pool the obs sums of one layer into per-lane scores (positions < n - window). */
-int skv_snap_prefill_scores(skv_policy *p, const skv_prefill_info *pi);
-
-/* EMS's plan for one lane after its last evict+merge (policy_ems.c), for tests and
- * reports: the look-up table of the kept positions (gamma*N at most) and the centre each
- * one uses (-1: dropped into the zero class), and the centres' multiplicities. */
-typedef struct {
-    int n_lut;
-    const int *lut_pos, *lut_centre;   /* (n_lut) position, its centre's position or -1 */
-    int n_centre;
-    const int *centre_pos, *centre_mult;
-} skv_ems_plan;
-int skv_policy_ems_plan(const skv_policy *p, int layer, int kvh, skv_ems_plan *out);
-
-/* SmallKV's budget split of a lane budget B: critical (incl. sinks), recent, marginal. */
-void skv_smallkv_split(const skv_policy_opts *o, double B, int *crit, int *recent, int *marg);
-
-/* SmallKV's hooks for the session: the SLM's statistics and the head mapping. */
-typedef struct {
-    const int *map;            /* [L*H] LLM flat head -> SLM flat head (layer*h + head), or NULL (online) */
-    int slm_heads;             /* h: SLM query heads per layer */
-    int slm_layers;            /* early-stop depth */
-    const float *const *colsum;   /* [slm_layers] -> (h, stride): accumulated over the SLM's history */
-    const float *const *lastrow;  /* [slm_layers] -> (h, stride): this step's attention row */
-    int stride;
-} skv_slm_view;
-/* Give a smallkv policy its SLM view (the session calls this once; pointers stay valid). */
-int skv_policy_smallkv_attach(skv_policy *p, const skv_slm_view *v);
-/* Set / replace the mapping (online matching), [L*H] entries copied. */
-int skv_policy_smallkv_set_map(skv_policy *p, const int *map);
-/* The current mapping [L*H] (after online matching too), or NULL (none yet / not smallkv). */
-const int *skv_policy_smallkv_map(const skv_policy *p);
+/* H2O accumulation (h2o.c), shared with SmallKV's no-saliency ablation. */
+int skv_h2o_accumulate_prefill(skv_lanescore *acc, const skv_policy *p, skv_reduce reduce, const skv_prefill_info *pi);
+void skv_h2o_accumulate_step(skv_lanescore *acc, const skv_policy *p, skv_reduce reduce, int layer, int kvh,
+                             const int *pos, const float *prob, int n);
 
 #endif

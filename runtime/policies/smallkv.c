@@ -15,21 +15,65 @@
  * The compensation weights (marginal hook): pm[i][k] = the SLM head f(i)'s current
  * attention on marginal token k, w[i] = its mass on the K+V tokens.
  * While no mapping is set (online matching pending) the policy keeps everything. */
-#include "policy.h"
+#include "smallkv.h"
 #include "common/util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+static const char *const combine_names[] = {"sum", "mass", "renorm", NULL};
+static const char *const mapping_names[] = {"profile", "online", NULL};
+static const char *const split_names[] = {"fixed", "adaptive", NULL};
+static const char *const score_names[] = {"acc", "now", "mean", NULL};
+
+#define O(f) offsetof(skv_smallkv_opts, f)
+static const skv_opt_desc smallkv_opt_table[] = {
+    {"combine", NULL, SKV_OPT_ENUM, O(combine), SKV_COMBINE_RENORM, 0, 0, combine_names,
+     SKV_OPT_BARE | SKV_OPT_LABEL_ALWAYS, SKV_COMBINE_RENORM,
+     "how V-only tokens' SLM weights join the LLM's softmax (renorm measured best)"},
+    {"mapping", NULL, SKV_OPT_ENUM, O(mapping), 0, 0, 0, mapping_names, SKV_OPT_BARE | SKV_OPT_LABEL_ALWAYS, 0,
+     "LLM head -> SLM head from the profile, or matched online on the prompt"},
+    {"no_saliency", "nosal", SKV_OPT_BOOL, O(no_saliency), 0, 0, 1, NULL, 0, 0,
+     "ablation: rank by the LLM's own accumulated attention, no restores"},
+    {"no_marginal", "nomarg", SKV_OPT_BOOL, O(no_marginal), 0, 0, 1, NULL, 0, 0,
+     "ablation: no V-only tokens (budget split critical:recent)"},
+    {"split", NULL, SKV_OPT_ENUM, O(split), 0, 0, 0, split_names, SKV_OPT_BARE, 0,
+     "budget split: fixed critical:recent:marginal 2:1:2, or adaptive by the SLM's mass"},
+    /* labels name the score when it is not acc, the default before now was measured best */
+    {"score", NULL, SKV_OPT_ENUM, O(score), SKV_SLM_SCORE_NOW, 0, 0, score_names, 0, SKV_SLM_SCORE_ACC,
+     "token score from the SLM: this step's row (now), accumulated (acc), accumulated per row seen (mean)"},
+    {"slm_depth", "depth", SKV_OPT_INT, O(slm_depth), 0, 0, 4096, NULL, 0, 0,
+     "SLM layers to run (0: the profile's depth)"},
+    {"slm_budget", "slmb", SKV_OPT_FLOAT, O(slm_budget), 0, 0, 1, NULL, 0, 0,
+     "compress the SLM's own cache with H2O to this fraction (0: its full cache)"},
+    {"recent", NULL, SKV_OPT_FLOAT, O(recent), 1, 0, 1000, NULL, 0, 1,
+     "recent weight of the fixed split critical:recent:marginal = 2:recent:2"},
+    SKV_OPT_REDUCE(skv_smallkv_opts),
+    {"adapt_crit", NULL, SKV_OPT_FLOAT, O(adapt_crit), 0.8, 0, 1, NULL, 0, 0.8,
+     "adaptive split: critical tokens hold this share of the SLM's mass"},
+    {"adapt_marg", NULL, SKV_OPT_FLOAT, O(adapt_marg), 0.95, 0, 1, NULL, 0, 0.95,
+     "adaptive split: marginal tokens up to this share"},
+    {"online_min", NULL, SKV_OPT_INT, O(online_min), 100, 1, 1 << 20, NULL, 0, 100,
+     "online mapping: keep everything until the sequence has this many tokens"},
+    {"online_max", NULL, SKV_OPT_INT, O(online_max), 200, 1, 1 << 20, NULL, 0, 200,
+     "online mapping: match heads on the attention to keys below this position"},
+    {"slm_session", NULL, SKV_OPT_BOOL, O(slm_session), 0, 0, 1, NULL, SKV_OPT_HIDDEN, 0,
+     "run the SLM through a session even with its full cache (tests)"},
+    SKV_OPT_SINKS(skv_smallkv_opts),
+};
+#undef O
+
 typedef struct {
-    int *map;               /* [L*H] or NULL */
-    skv_slm_view v;
+    int *map;               /* [L*H] or NULL (online matching pending) */
+    skv_slm_view v;         /* the rows the selection reads */
     bool attached;
-    skv_lanescore acc;      /* --no-saliency: the LLM's own scores */
+    skv_lanescore acc;      /* no-saliency: the LLM's own scores */
+    skv_slm_guide *g;       /* the SLM (NULL when a test attached a view) */
+    skv_online *onl;        /* online matching while it is pending, else NULL */
 } skv_state_smallkv;
 
-void skv_smallkv_split(const skv_policy_opts *o, double B, int *crit, int *recent, int *marg) {
-    double c = o->split_crit, r = o->split_recent, m = o->no_marginal ? 0 : o->split_marg;
+void skv_smallkv_split(const skv_smallkv_opts *o, double B, int *crit, int *recent, int *marg) {
+    double c = 2, r = o->recent, m = o->no_marginal ? 0 : 2;
     double x = B / (c + r + m / 2);
     int Bt = (int)floor(B + 1e-9);
     int cr = (int)floor(c * x + 1e-9), rc = (int)floor(r * x + 1e-9), mg = (int)floor(m * x + 1e-9);
@@ -59,37 +103,38 @@ static int cmp_desc(const void *a, const void *b) {
 
 static int sk_select(skv_policy *p, skv_select_io *io) {
     skv_state_smallkv *s = p->st;
+    const skv_smallkv_opts *o = p->opts;
     const int n = io->n, g = p->H / p->Hkv;
     io->n_v = 0;
     if (!s->map || !s->attached || io->budget >= n) { skv_select_all(io); return 0; }
     /* scores */
     float *score;
-    if (p->o.no_saliency) {
+    if (o->no_saliency) {
         if (skv_lanescore_reserve(&s->acc, n)) return -1;
         score = s->acc.s[io->lane];
     } else {
         score = io->ftmp;
         memset(score, 0, (size_t)n * sizeof(float));
-        const float *const *src = p->o.slm_score == SKV_SLM_SCORE_NOW ? s->v.lastrow : s->v.colsum;
+        const float *const *src = o->score == SKV_SLM_SCORE_NOW ? s->v.lastrow : s->v.colsum;
         for (int t = 0; t < g; t++) {
             int h = io->kvh * g + t;
             const float *row = slm_row(s, src, s->map[io->layer * p->H + h]);
-            if (p->o.reduce == SKV_REDUCE_MAX)
+            if (o->reduce == SKV_REDUCE_MAX)
                 for (int k = 0; k < n; k++) score[k] = t == 0 || row[k] > score[k] ? row[k] : score[k];
             else
                 for (int k = 0; k < n; k++) score[k] += row[k];
         }
-        if (p->o.slm_score == SKV_SLM_SCORE_MEAN)   /* token k was seen by the rows k .. n-1 */
+        if (o->score == SKV_SLM_SCORE_MEAN)   /* token k was seen by the rows k .. n-1 */
             for (int k = 0; k < n; k++) score[k] /= (float)(n - k);
     }
     int crit, recent, marg;
-    skv_smallkv_split(&p->o, io->budget, &crit, &recent, &marg);
-    int sinks = p->o.sinks < crit ? p->o.sinks : crit;
+    skv_smallkv_split(o, io->budget, &crit, &recent, &marg);
+    int sinks = o->sinks < crit ? o->sinks : crit;
     int rlo = n - recent < sinks ? sinks : n - recent;
     /* candidates outside sinks and the recent window */
     unsigned char *m = io->mark;       /* 1 = has K in hot (or new), 2 = V only in hot */
     int nc = 0;
-    if (p->o.no_saliency) {
+    if (o->no_saliency) {
         memset(m, 0, (size_t)n);
         const int *P = skv_kvcache_hot_pos_kv(io->cache, io->layer, io->kvh);
         for (int i = 0; i < io->cache->n_kv[io->lane]; i++) m[P[i]] = 1;
@@ -101,7 +146,7 @@ static int sk_select(skv_policy *p, skv_select_io *io) {
         for (int k = sinks; k < rlo; k++) io->itmp[nc++] = k;
     }
     int ccrit = crit - sinks;
-    if (p->o.adaptive_split && nc > 0) {
+    if (o->split && nc > 0) {
         /* critical: fewest with adapt_crit_mass of the candidates' mass; marginal to adapt_marg_mass */
         float *sorted = skv_malloc((size_t)nc * sizeof(float), "adaptive split");
         if (!sorted) return -1;
@@ -111,8 +156,8 @@ static int sk_select(skv_policy *p, skv_select_io *io) {
         double acc = 0;
         int nc80 = 0, nc95 = 0;
         for (int i = 0; i < nc; i++) {
-            if (acc < p->o.adapt_crit_mass * tot) nc80 = i + 1;
-            if (acc < p->o.adapt_marg_mass * tot) nc95 = i + 1;
+            if (acc < o->adapt_crit * tot) nc80 = i + 1;
+            if (acc < o->adapt_marg * tot) nc95 = i + 1;
             acc += sorted[i];
         }
         free(sorted);
@@ -121,7 +166,7 @@ static int sk_select(skv_policy *p, skv_select_io *io) {
         ccrit = nc80 < cap_c ? nc80 : cap_c;
         if (ccrit < 0) ccrit = 0;
         int room = (int)floor(2 * (io->budget - sinks - (n - rlo) - ccrit) + 1e-9);
-        marg = p->o.no_marginal ? 0 : (nc95 - ccrit < room ? nc95 - ccrit : room);
+        marg = o->no_marginal ? 0 : (nc95 - ccrit < room ? nc95 - ccrit : room);
         if (marg < 0) marg = 0;
     }
     if (ccrit < 0) ccrit = 0;
@@ -129,7 +174,7 @@ static int sk_select(skv_policy *p, skv_select_io *io) {
     int nk = 0;
     for (int k = 0; k < sinks; k++) io->kv_pos[nk++] = k;
     int got;
-    if (p->o.no_saliency) {
+    if (o->no_saliency) {
         /* split candidates: with K first (eligible for critical) */
         int nkc = 0;
         for (int i = 0; i < nc; i++)
@@ -170,12 +215,8 @@ static void sk_marginal(const skv_policy *p, int layer, int kvh, const int *pos_
 
 static int sk_prefill(skv_policy *p, const skv_prefill_info *pi) {
     skv_state_smallkv *s = p->st;
-    return p->o.no_saliency ? skv_h2o_accumulate_prefill(&s->acc, p, pi) : 0;
-}
-
-static void sk_step(skv_policy *p, int layer, int kvh, const int *pos, const float *prob, int n) {
-    skv_state_smallkv *s = p->st;
-    if (p->o.no_saliency) skv_h2o_accumulate_step(&s->acc, p, layer, kvh, pos, prob, n);
+    const skv_smallkv_opts *o = p->opts;
+    return o->no_saliency ? skv_h2o_accumulate_prefill(&s->acc, p, (skv_reduce)o->reduce, pi) : 0;
 }
 
 static int check_map(const skv_policy *p, const skv_state_smallkv *s, const int *map) {
@@ -183,14 +224,13 @@ static int check_map(const skv_policy *p, const skv_state_smallkv *s, const int 
     int nslm = s->v.slm_layers * s->v.slm_heads;
     for (int i = 0; i < p->L * p->H; i++)
         if (map[i] < 0 || map[i] >= nslm)
-            return skv_error("smallkv: LLM head %d maps to SLM head %d, outside the SLM's first %d layers x %d heads",
-                             i, map[i], s->v.slm_layers, s->v.slm_heads);
+            return skv_error("LLM head %d maps to SLM head %d, outside the SLM's first %d layers x %d heads", i, map[i],
+                             s->v.slm_layers, s->v.slm_heads);
     return 0;
 }
 
-int skv_policy_smallkv_set_map(skv_policy *p, const int *map) {
+static int set_map(skv_policy *p, const int *map) {
     skv_state_smallkv *s = p->st;
-    if (strcmp(p->name, "smallkv")) return skv_error("policy %s has no head mapping", p->name);
     if (!map) { free(s->map); s->map = NULL; return 0; }
     if (check_map(p, s, map)) return -1;
     if (!s->map) {
@@ -201,34 +241,121 @@ int skv_policy_smallkv_set_map(skv_policy *p, const int *map) {
     return 0;
 }
 
-int skv_policy_smallkv_attach(skv_policy *p, const skv_slm_view *v) {
-    if (strcmp(p->name, "smallkv")) return skv_error("policy %s takes no SLM", p->name);
+int skv_smallkv_attach(skv_policy *p, const skv_slm_view *v) {
+    if (p->desc != &skv_policy_smallkv) return skv_error("policy %s takes no SLM", p->name);
     skv_state_smallkv *s = p->st;
     if (v->slm_heads < 1 || v->slm_layers < 1 || !v->colsum || !v->lastrow || v->stride < 1)
-        return skv_error("smallkv: bad SLM view");
+        return skv_error("bad SLM view");
     s->v = *v;
     s->attached = true;
     if (s->map && check_map(p, s, s->map)) { s->attached = false; return -1; }
-    if (v->map) return skv_policy_smallkv_set_map(p, v->map);
+    if (v->map) return set_map(p, v->map);
     return 0;
 }
+
+/* the guide's rows as the selection's view */
+static skv_slm_view guide_view(const skv_slm_guide *g) {
+    return (skv_slm_view){.map = NULL, .slm_heads = g->m->cfg.n_head, .slm_layers = g->depth,
+                          .colsum = (const float *const *)g->colsum, .lastrow = (const float *const *)g->lastrow,
+                          .stride = g->max_ctx};
+}
+
+/* online matching, once the sequence is long enough: the mapping is set and the LLM's
+ * statistics for it are no longer needed */
+static int online_try(skv_policy *p, int n) {
+    skv_state_smallkv *s = p->st;
+    const skv_smallkv_opts *o = p->opts;
+    if (!s->onl || n < s->onl->min_tokens) return 0;
+    int *map = skv_malloc((size_t)p->L * p->H * sizeof(int), "online matching");
+    if (!map) return -1;
+    int rc = skv_online_match(s->onl, s->g, n, map);
+    if (!rc) rc = set_map(p, map);
+    free(map);
+    if (rc) return -1;
+    skv_online_free(s->onl);
+    s->onl = NULL;
+    p->wants_colsum = o->no_saliency;
+    p->wants_head_p = false;
+    return 0;
+}
+
+static int sk_before_forward(skv_policy *p, const int *tokens, int T, bool prefill) {
+    skv_state_smallkv *s = p->st;
+    return s->g ? skv_slm_guide_run(s->g, tokens, T, prefill) : 0;
+}
+
+static int sk_before_step_batch(skv_policy **ps, const int *tokens, int n) {
+    skv_slm_guide *gs[n > 0 ? n : 1];
+    int tk[n > 0 ? n : 1], ng = 0;
+    for (int i = 0; i < n; i++) {
+        skv_state_smallkv *s = ps[i]->st;
+        if (s->g) { gs[ng] = s->g; tk[ng++] = tokens[i]; }
+    }
+    return skv_slm_guide_step_batch(gs, tk, ng);
+}
+
+static int sk_before_compress(skv_policy *p, float *const *colsum, int stride, int n0, int n) {
+    (void)n0;
+    skv_state_smallkv *s = p->st;
+    if (!s->onl) return 0;
+    skv_online_add_prefill(s->onl, colsum, stride, n);
+    return online_try(p, n);
+}
+
+static void sk_step(skv_policy *p, int layer, int kvh, const int *pos, const float *prob, const float *head_p, int n) {
+    skv_state_smallkv *s = p->st;
+    const skv_smallkv_opts *o = p->opts;
+    if (o->no_saliency) skv_h2o_accumulate_step(&s->acc, p, (skv_reduce)o->reduce, layer, kvh, pos, prob, n);
+    if (s->onl && head_p) skv_online_add_step(s->onl, layer, kvh, p->H / p->Hkv, pos, n, head_p);
+}
+
+static int sk_after_step(skv_policy *p, int n) { return online_try(p, n); }
+
+static void sk_free(skv_policy *p);
 
 static int sk_fork(const skv_policy *src, skv_policy *dst) {
     const skv_state_smallkv *a = src->st;
     skv_state_smallkv *b = skv_calloc(1, sizeof *b, "smallkv state");
     if (!b) return -1;
-    *b = *a;
-    b->map = NULL;
-    memset(&b->acc, 0, sizeof b->acc);
+    dst->st = b;
+    b->v = a->v;
+    b->attached = a->attached;
     if (a->map) {
         b->map = skv_malloc((size_t)src->L * src->H * sizeof(int), "smallkv head map");
-        if (!b->map) { free(b); return -1; }
+        if (!b->map) goto fail;
         memcpy(b->map, a->map, (size_t)src->L * src->H * sizeof(int));
     }
-    if (skv_lanescore_copy(&b->acc, &a->acc)) { free(b->map); free(b); return -1; }
-    /* the SLM view points into the source session's SLM buffers: the forking session
-     * re-attaches its own copy */
-    dst->st = b;
+    if (skv_lanescore_copy(&b->acc, &a->acc)) goto fail;
+    if (a->onl && !(b->onl = skv_online_fork(a->onl))) goto fail;
+    if (a->g) {
+        if (!(b->g = skv_slm_guide_fork(a->g))) goto fail;
+        b->v = guide_view(b->g);   /* its own rows */
+    }
+    return 0;
+fail:
+    sk_free(dst);
+    return -1;
+}
+
+static int sk_derive(skv_policy *p, const skv_policy *base) {
+    skv_state_smallkv *s = p->st;
+    const skv_state_smallkv *b = base->desc == &skv_policy_smallkv ? base->st : NULL;
+    if (!s->g) return 0;
+    return skv_slm_guide_take(s->g, b ? b->g : NULL);
+}
+
+static void sk_mem(const skv_policy *p, skv_policy_mem *m) {
+    const skv_state_smallkv *s = p->st;
+    if (s->g) skv_slm_guide_mem(s->g, m);
+}
+
+static int sk_companion(skv_policy *p, skv_policy_companion *c) {
+    skv_state_smallkv *s = p->st;
+    if (!s->g) return 1;
+    if (s->g->sess) return skv_error("a compressed SLM cache (slm_budget < 1) is not supported on the GPU");
+    if (s->onl) return skv_error("online head matching is still pending (prefill at least %d tokens)", s->onl->min_tokens);
+    *c = (skv_policy_companion){.m = s->g->m, .st = s->g->st, .n_layers = s->g->depth, .colsum = s->g->colsum,
+                                .lastrow = s->g->lastrow, .seconds = &s->g->seconds};
     return 0;
 }
 
@@ -237,28 +364,99 @@ static void sk_free(skv_policy *p) {
     if (!s) return;
     free(s->map);
     skv_lanescore_free(&s->acc);
+    skv_slm_guide_free(s->g);
+    skv_online_free(s->onl);
     free(s);
     p->st = NULL;
 }
 
-int skv_policy_init_smallkv(skv_policy *p) {
+/* SLM layers to run: the option, else the profile's depth, else the deepest mapped layer + 1
+ * (all layers when matching online or for a prefill base) */
+static int slm_depth(const skv_smallkv_opts *o, const skv_policy_env *env, int L, int H) {
+    const int n = env->slm->cfg.n_layer, h = env->slm->cfg.n_head;
+    int depth = o->slm_depth > 0 ? o->slm_depth : (!o->mapping && env->map_depth > 0 ? env->map_depth : 0);
+    if (depth <= 0) {
+        depth = n;
+        if (!o->mapping && !env->prefill_base) {
+            depth = 1;
+            for (int i = 0; i < L * H; i++) {
+                int l = env->map[i] / h + 1;
+                if (l > depth) depth = l;
+            }
+        }
+    }
+    return depth > n ? n : depth;
+}
+
+static int sk_init(skv_policy *p, const skv_policy_env *env) {
+    const skv_smallkv_opts *o = p->opts;
     skv_state_smallkv *s = skv_calloc(1, sizeof *s, "smallkv state");
     if (!s) return -1;
-    if (skv_lanescore_init(&s->acc, p->L * p->Hkv)) { free(s); return -1; }
     p->st = s;
-    p->wants_colsum = p->o.no_saliency;
-    p->wants_step = p->o.no_saliency;
-    p->uses_cold = !p->o.no_saliency;
+    p->free_state = sk_free;
+    if (skv_lanescore_init(&s->acc, p->L * p->Hkv)) return -1;
+    p->combine = (skv_combine)o->combine;
+    p->wants_colsum = o->no_saliency;
+    p->wants_step = o->no_saliency;
+    p->uses_cold = !o->no_saliency;
+    p->before_forward = sk_before_forward;
+    p->before_compress = sk_before_compress;
     p->on_prefill = sk_prefill;
     p->select = sk_select;
     p->on_step = sk_step;
+    p->after_step = sk_after_step;
     p->marginal = sk_marginal;
     p->fork = sk_fork;
-    p->free_state = sk_free;
+    p->derive = sk_derive;
+    p->mem = sk_mem;
+    p->companion = sk_companion;
+    p->head_map = skv_smallkv_map;
+    if (!env->llm) return 0;   /* unit tests: the caller attaches a view */
+    const skv_model *sm = env->slm, *m = env->llm;
+    if (!sm) return skv_error("no SLM given");
+    if (sm->cfg.vocab != m->cfg.vocab)
+        return skv_error("SLM %s (vocab %d) and LLM %s (vocab %d) do not share a tokenizer", sm->name ? sm->name : "?",
+                         sm->cfg.vocab, m->name ? m->name : "?", m->cfg.vocab);
+    const bool online = o->mapping == 1 && !env->prefill_base;
+    if (!env->prefill_base && !online && !env->map) return skv_error("no head mapping (give a profile's map or online)");
+    const int depth = slm_depth(o, env, p->L, p->H);
+    /* a prefill base keeps the plain SLM state that derived sessions copy */
+    const double compress = env->prefill_base ? 0 : o->slm_budget;
+    if (!(s->g = skv_slm_guide_new(sm, depth, env->max_ctx, env->T_max, env->kv_f16, compress,
+                                   o->slm_session && !env->prefill_base, o->sinks, o->reduce)))
+        return -1;
+    skv_slm_view v = guide_view(s->g);
+    v.map = online || env->prefill_base ? NULL : env->map;
+    if (skv_smallkv_attach(p, &v)) return -1;
+    if (online) {
+        const int mn = o->online_min, mx = o->online_max < mn ? mn : o->online_max;
+        if (!(s->onl = skv_online_new(p->L, p->H, mn, mx, o->sinks))) return -1;
+        p->wants_colsum = true;
+        p->wants_head_p = true;
+    }
     return 0;
 }
 
-const int *skv_policy_smallkv_map(const skv_policy *p) {
-    if (!p || strcmp(p->name, "smallkv") || !p->st) return NULL;
-    return ((const skv_state_smallkv *)p->st)->map;
+const skv_slm_guide *skv_smallkv_guide(const skv_policy *p) {
+    return p && p->desc == &skv_policy_smallkv && p->st ? ((const skv_state_smallkv *)p->st)->g : NULL;
 }
+
+bool skv_smallkv_mapped(const skv_policy *p) { return skv_smallkv_map(p) != NULL; }
+
+const int *skv_smallkv_map(const skv_policy *p) {
+    return p && p->desc == &skv_policy_smallkv && p->st ? ((const skv_state_smallkv *)p->st)->map : NULL;
+}
+
+static bool sk_needs_map(const void *opts) { return ((const skv_smallkv_opts *)opts)->mapping == 0; }
+
+const skv_policy_desc skv_policy_smallkv = {
+    .name = "smallkv",
+    .summary = "the SLM's attention picks the hot set every step; middling tokens kept as V only",
+    .caps = SKV_POLICY_NEEDS_SLM | SKV_POLICY_COLD_TIER | SKV_POLICY_MARGINAL | SKV_POLICY_GPU,
+    .opts = smallkv_opt_table,
+    .n_opts = sizeof smallkv_opt_table / sizeof *smallkv_opt_table,
+    .opts_size = sizeof(skv_smallkv_opts),
+    .init = sk_init,
+    .before_step_batch = sk_before_step_batch,
+    .needs_map = sk_needs_map,
+};

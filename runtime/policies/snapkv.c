@@ -5,26 +5,34 @@
  * per KV head. Decoding appends: generated tokens score +inf, so when a lane outgrows its
  * budget the lowest-scored prompt tokens go first (then the oldest generated ones);
  * eviction is permanent. */
-#include "policy.h"
+#include "snapkv.h"
 #include "common/util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+static const skv_opt_desc snap_opt_table[] = {
+    SKV_OPT_POOL,
+    SKV_OPT_REDUCE(skv_snap_opts),
+    SKV_OPT_SINKS(skv_snap_opts),
+    SKV_OPT_WINDOW(skv_snap_opts),
+};
+
 int skv_snap_prefill_scores(skv_policy *p, const skv_prefill_info *pi) {
     skv_snap_state *s = p->st;
+    const skv_snap_opts *o = p->opts;
     if (!pi->obs) return skv_error("%s: prefill without the observation-window sums", p->name);
     if (skv_lanescore_reserve(&s->score, pi->n)) return -1;
     const int g = p->H / p->Hkv, n = pi->n;
-    int npre = n - p->o.window;
+    int npre = n - o->window;
     if (npre < 0) npre = 0;
     float *tmp = skv_malloc(((size_t)npre + 1) * sizeof(float), "snapkv scores");
     if (!tmp) return -1;
     for (int j = 0; j < p->Hkv; j++) {
         int ln = pi->layer * p->Hkv + j;
         float *sc = s->score.s[ln];
-        skv_reduce_group(tmp, pi->obs + (size_t)j * g * pi->stride, g, (size_t)pi->stride, npre, p->o.reduce);
-        skv_maxpool1d(sc, tmp, npre, p->o.pool_kernel / 2);
+        skv_reduce_group(tmp, pi->obs + (size_t)j * g * pi->stride, g, (size_t)pi->stride, npre, (skv_reduce)o->reduce);
+        skv_maxpool1d(sc, tmp, npre, o->pool / 2);
         for (int k = npre; k < n; k++) sc[k] = INFINITY;
         s->filled[ln] = n;
     }
@@ -38,18 +46,19 @@ static int snap_prefill(skv_policy *p, const skv_prefill_info *pi) {
 
 static int snap_select(skv_policy *p, skv_select_io *io) {
     skv_snap_state *s = p->st;
+    const skv_snap_opts *o = p->opts;
     if (skv_lanescore_reserve(&s->score, io->n)) return -1;
     float *sc = s->score.s[io->lane];
     for (int k = s->filled[io->lane]; k < io->n; k++) sc[k] = INFINITY;
     if (s->filled[io->lane] < io->n) s->filled[io->lane] = io->n;
     int keep = skv_budget_tokens(io->budget, io->n);
-    skv_select_scored(io, sc, keep, p->o.window, true, p->o.sinks);
+    skv_select_scored(io, sc, keep, o->window, true, o->sinks);
     return 0;
 }
 
 static double snap_share(const skv_policy *p, int layer, int kvh, double budget) {
     const skv_snap_state *s = p->st;
-    double w = p->o.window;
+    double w = ((const skv_snap_opts *)p->opts)->window;
     if (budget <= w || budget <= 0) return 1.0;
     return (w + s->share[layer * p->Hkv + kvh] * (budget - w)) / budget;
 }
@@ -59,7 +68,6 @@ static int snap_fork(const skv_policy *src, skv_policy *dst) {
     const int nl = src->L * src->Hkv;
     skv_snap_state *b = skv_calloc(1, sizeof *b, "snapkv state");
     if (!b) return -1;
-    b->kind = a->kind;
     b->filled = skv_malloc((size_t)nl * sizeof(int), "snapkv state");
     b->share = skv_malloc((size_t)nl * sizeof(double), "snapkv state");
     if (!b->filled || !b->share || skv_lanescore_copy(&b->score, &a->score)) {
@@ -80,11 +88,10 @@ static void snap_free(skv_policy *p) {
     p->st = NULL;
 }
 
-int skv_snap_init(skv_policy *p, int kind) {
+int skv_snap_init(skv_policy *p) {
     const int nl = p->L * p->Hkv;
     skv_snap_state *s = skv_calloc(1, sizeof *s, "snapkv state");
     if (!s) return -1;
-    s->kind = kind;
     s->filled = skv_calloc((size_t)nl, sizeof(int), "snapkv state");
     s->share = skv_malloc((size_t)nl * sizeof(double), "snapkv state");
     if (!s->filled || !s->share || skv_lanescore_init(&s->score, nl)) {
@@ -93,7 +100,7 @@ int skv_snap_init(skv_policy *p, int kind) {
     }
     for (int i = 0; i < nl; i++) s->share[i] = 1.0;
     p->st = s;
-    p->wants_obs = true;
+    p->obs_rows = ((const skv_snap_opts *)p->opts)->window;
     p->on_prefill = snap_prefill;
     p->select = snap_select;
     p->lane_share = snap_share;
@@ -102,4 +109,17 @@ int skv_snap_init(skv_policy *p, int kind) {
     return 0;
 }
 
-int skv_policy_init_snapkv(skv_policy *p) { return skv_snap_init(p, 0); }
+static int snap_init(skv_policy *p, const skv_policy_env *env) {
+    (void)env;
+    return skv_snap_init(p);
+}
+
+const skv_policy_desc skv_policy_snapkv = {
+    .name = "snapkv",
+    .summary = "the prompt compressed once by the last window's pooled attention; generated tokens kept",
+    .caps = SKV_POLICY_GPU,
+    .opts = snap_opt_table,
+    .n_opts = sizeof snap_opt_table / sizeof *snap_opt_table,
+    .opts_size = sizeof(skv_snap_opts),
+    .init = snap_init,
+};

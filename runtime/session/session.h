@@ -2,23 +2,20 @@
  *
  * A session = the LLM's activation state (skv_state, its contiguous cache released: the
  * session owns the KV storage through the forward's attn hook) + the two-tier cache
- * (kvcache.h) + a policy (policy.h) + for SmallKV the SLM's state (its own full
- * contiguous cache, run only to the early-stop depth, with column sums and last rows).
+ * (kvcache.h) + a policy instance (runtime/policies/policy.h), which may run work of its own
+ * beside the LLM (SmallKV: its small model).
  *   prefill  exact attention over the cold tier (every baseline does this), then each
  *            layer's statistics go to the policy and the hot tier is compressed to budget;
  *   step     one token: per layer the hook stores K/V in cold, asks the policy for each
  *            lane's hot set, evicts/restores, and runs the compensated attention.
- *   fork     a copy that continues identically: hot tier, policy state and SLM state
- *            copied; the cold tier shared copy-on-write (kvcache.h), so many forks of one
- *            prefill cost one cold tier (skv_session_mem_total counts it once).
- * Tiers: only SmallKV (with saliency) keeps a cold tier. Every other policy evicts
+ *   fork     a copy that continues identically: hot tier and policy state copied; the cold
+ *            tier shared copy-on-write (kvcache.h), so many forks of one prefill cost one
+ *            cold tier (skv_session_mem_total counts it once).
+ * Tiers: only policies with SKV_POLICY_COLD_TIER keep a cold tier. Every other policy evicts
  * permanently: its prefill stages the new K/V in the cold buffer for the exact attention
  * and the selection, then releases it (cold = 0 bytes between calls; the staging peak is
  * transient). A later prefill of such a policy attends over what the hot tier holds plus
- * the staged block. `full` keeps everything hot and nothing cold.
- * SLM (SmallKV): the plain forward with its own contiguous cache, or with slm_budget in
- * (0, 1) a session of its own (policy h2o at that budget, early-stopped, its attention
- * exported as the column sums / last rows SmallKV reads).
+ * the staged block. A policy that keeps everything (`full`) keeps everything hot.
  * Budget: a fraction of the current length (0 < budget <= 1) or an absolute token count
  * (budget_abs), per lane, in cost units (K+V token 1, V-only 1/2). */
 #ifndef SKV_SESSION_H
@@ -31,28 +28,24 @@
 #include "kernels/cpu/compensate.h"
 
 typedef struct {
-    const char *policy;        /* full, streamingllm, h2o, snapkv, pyramidkv, adakv, smallkv */
-    skv_policy_opts popts;
+    skv_policy_spec pol;       /* the policy and its options (policy.h; default: full) */
     double budget;             /* fraction of the current length, or tokens when budget_abs */
     bool budget_abs;
     bool kv_f16;               /* fp16 storage in both tiers (and the SLM cache) */
     int max_ctx;               /* longest sequence in tokens */
     int T_max;                 /* prefill block size (default 256) */
-    /* SmallKV */
+    /* what a policy with SKV_POLICY_NEEDS_SLM uses */
     const skv_model *slm;
     const int *map;            /* [L*H] LLM flat head -> SLM flat head (layer*h + head) */
-    bool online_map;           /* match heads on the prompt instead (map ignored) */
-    int online_min, online_max;/* keep everything below online_min tokens; match on keys
-                                  < online_max (defaults 100, 200) */
-    int slm_layers;            /* SLM early-stop depth (0: deepest mapped layer + 1; all when online) */
-    double slm_budget;         /* SLM cache compressed by H2O to this fraction (0 or >= 1: full cache) */
-    bool slm_session;          /* run the SLM through a session even at slm_budget 1 (tests) */
+    int map_depth;             /* SLM layers the mapping's profile chose (0: unknown) */
     int n_layers;              /* run only the first n layers (0 = all; then no logits): SLM use */
-    /* A prefill base (skv_session_derive): policy full, one exact prefill that keeps every
-     * K/V in the cold tier and every statistic a policy's compression reads (column sums,
-     * window sums over popts.window rows, and with slm set the SLM's state to slm_layers
-     * (0: all) with its column sums / last rows), and compresses nothing. It cannot step. */
+    /* A prefill base (skv_session_derive): one exact prefill that keeps every K/V in the
+     * cold tier and every statistic a policy's compression reads (column sums, window sums
+     * over obs_rows rows), lets its policy prepare what derived sessions of that policy take
+     * over (SmallKV: the SLM run to all layers, or to the policy's slm_depth), and
+     * compresses nothing. It cannot step. */
     bool prefill_base;
+    int obs_rows;              /* a prefill base's window rows (default 32) */
 } skv_session_opts;
 
 void skv_session_opts_default(skv_session_opts *o);
@@ -69,6 +62,8 @@ typedef struct {
     double hot_tokens;           /* sum over lanes of n_kv + n_v/2 */
     double budget_tokens;        /* sum over lanes of the lane budgets */
     size_t full_equiv;           /* bytes the full cache would take at this length */
+    double slm_seconds;          /* wall time in the policy's SLM so far (a batched SLM step is
+                                    split evenly over its sessions) */
 } skv_session_mem;
 
 typedef struct skv_session skv_session;
@@ -85,24 +80,17 @@ struct skv_session {
     float **pre_colsum, **pre_obs;
     int pre_stride, pre_obs_from;
     float *obs_out;            /* (T_max, H, d) throwaway output of the window re-run */
+    float **q_last;            /* [L] -> (H, d): the last prompt token's query, for a policy
+                                  that reads the query (SKV_POLICY_QUERY), else NULL */
     /* per-layer selection buffers */
     int **sel_kv, **sel_v;     /* [Hkv] -> (max_ctx) */
     int *n_selkv, *n_selv;     /* [Hkv] */
     int *itmp; float *ftmp; unsigned char *mark;   /* (max_ctx) */
     float *probs, *scr, *pm, *w;                   /* attention scratch */
     double *lane_budget;       /* [Hkv] */
-    /* SmallKV */
-    skv_state *slm;
-    int slm_layers;
-    float **slm_colsum, **slm_lastrow;   /* [slm_layers] -> (h, max_ctx) */
-    bool mapped;
-    float **onl_llm;           /* online matching: [L] -> (H, online_max) LLM column sums */
     int restores;              /* rows promoted from the cold tier so far (not appends) */
-    double slm_seconds;        /* wall time in the SLM so far (a batched SLM step is split
-                                  evenly over its sessions) */
     int L_act;                 /* layers run (o.n_layers or all) */
-    skv_session *slm_sess;     /* SLM as a compressed session (slm_budget < 1), or NULL */
-    /* export of every attention row (SLM session): [L_act] -> (H, x_stride) */
+    /* export of every attention row (a policy's SLM run as a session): [L_act] -> (H, x_stride) */
     float **x_colsum, **x_lastrow;
     int x_stride;
     float *x_tmp; size_t x_tmp_n;   /* (H, cold_cap) last-row staging */
@@ -112,8 +100,8 @@ struct skv_session {
     size_t lane_work;          /* multiply-adds of the layer's compensated attention */
     int team_rc;               /* the layer's status, read by every thread */
     char team_err[256];        /* its message, copied to every thread's error */
-    /* batched decode workspaces (skv_session_step_batch), owned by the batch's first session */
-    skv_batch *bws, *slm_bws;
+    /* batched decode workspace (skv_session_step_batch), owned by the batch's first session */
+    skv_batch *bws;
 };
 
 skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o);
@@ -125,8 +113,8 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T);
 int skv_session_step(skv_session *s, int token);
 /* Several sessions, one token each, decoded together: the LLM's matrix products run once
  * for all n rows (skv_forward_batch), attention per session through its own cache and
- * policy; SmallKV SLMs are batched the same way (plain SLM states together, compressed
- * SLM sessions through this function). Sessions that cannot join (empty ones, which
+ * policy; the policies' own work before the step is batched too (skv_policy_desc's
+ * before_step_batch: SmallKV's SLMs). Sessions that cannot join (empty ones, which
  * prefill; a different model or depth) step on their own. Workspaces are kept in ss[0]
  * (reused while the same session leads the batch). Same results as skv_session_step one
  * by one, up to the matmul path note in forward.h. -1 + error naming the entry; after an
@@ -134,12 +122,12 @@ int skv_session_step(skv_session *s, int token);
 int skv_session_step_batch(skv_session **ss, const int *tokens, int n);
 /* A new session with options o that continues from the exact prefill of base (a
  * prefill_base session, prefilled once): it shares base's cold tier copy-on-write, copies
- * the statistics its policy reads and (SmallKV) the SLM's state to its depth, then
- * compresses exactly as its own prefill of the same tokens would. One exact prefill thus
- * serves every policy and budget. Refused (NULL + error) when the result could differ from
- * a prefill of its own: another model, max_ctx or cache type, another observation window,
- * an SLM deeper than base's or other than base's, a compressed SLM (slm_budget < 1),
- * n_layers, export. */
+ * the statistics its policy reads, lets its policy take over what base's policy prepared
+ * (policy.h, derive: SmallKV's SLM state to its depth), then compresses exactly as its own
+ * prefill of the same tokens would. One exact prefill thus serves every policy and budget.
+ * Refused (NULL + error) when the result could differ from a prefill of its own: another
+ * model, max_ctx or cache type, another observation window, n_layers, or what the policy's
+ * derive refuses (SmallKV: an SLM deeper or other than base's, a compressed SLM). */
 skv_session *skv_session_derive(skv_session *base, const skv_session_opts *o);
 /* Deep copy that continues identically. NULL + error. */
 skv_session *skv_session_fork(const skv_session *s);
@@ -152,10 +140,11 @@ void skv_session_mem_total(skv_session *const *ss, int n, skv_session_mem *r);
  * column sums accumulated over the whole history, last rows of the latest query. */
 void skv_session_export(skv_session *s, float **colsum, float **lastrow, int stride);
 /* One layer's selection of a decode step or prefill compression at length n, as the CPU
- * attention hook does it: the policy picks every lane's hot set, the hot tier is reserved
- * and applied (evictions, restores from cold, new rows from the fresh block). For an
- * attention hook that runs elsewhere (runtime/backend/session_cuda.c). -1 + error. */
-int skv_session_select(skv_session *s, int layer, int n);
+ * attention hook does it: the policy picks every lane's hot set (seeing q (H, d), the
+ * layer's current query on the host, when it reads one), the hot tier is reserved and
+ * applied (evictions, restores from cold, new rows from the fresh block). For an attention
+ * hook that runs elsewhere (runtime/backend/session_cuda.c). -1 + error. */
+int skv_session_select(skv_session *s, int layer, int n, const float *q);
 /* The lane budget (cost units) at length n, before the policy's lane share. */
 double skv_session_budget(const skv_session *s, int n);
 

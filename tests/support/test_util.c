@@ -23,7 +23,7 @@ int *test_identity_map(const skv_model *m) {
 skv_session_opts test_self_pair_opts(const skv_model *m, const char *policy, double budget, const int *map) {
     skv_session_opts o;
     skv_session_opts_default(&o);
-    o.policy = policy;
+    if (skv_policy_spec_parse(policy, &o.pol)) skv_policy_spec_default("full", &o.pol);
     o.budget = budget;
     o.max_ctx = 512;
     o.T_max = 64;
