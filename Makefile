@@ -21,11 +21,12 @@ LDLIBS  += -fsanitize=address,undefined
 endif
 
 # the library: every stage's code but the tools' mains (calibrate/calibrate.c,
-# mapgen/mapgen.c) and the smallkv CLI (runtime/cli/)
+# mapgen/mapgen.c) and the smallkv CLI (runtime/cli/, and eval/'s `smallkv eval` command)
 TOOL_MAINS := calibrate/calibrate.c mapgen/mapgen.c
-LIB_DIRS := common kernels/cpu runtime runtime/model runtime/tokenizer runtime/kv runtime/policies \
+EVAL_CMD   := eval/tasks.c eval/report.c
+LIB_DIRS := common kernels/cpu runtime/api runtime/model runtime/tokenizer runtime/kv runtime/policies \
             runtime/session runtime/backend profiles calibrate mapgen eval
-LIB_SRC := $(filter-out $(TOOL_MAINS),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+LIB_SRC := $(filter-out $(TOOL_MAINS) $(EVAL_CMD),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB     := $(BUILD)/libsmallkv.a
 
@@ -62,7 +63,7 @@ endif
 ifeq ($(CUDA),1)
 TOOLS    += $(BUILD)/bin/bench_cuda
 endif
-CLI_SRC  := $(filter-out runtime/cli/smallkv.c,$(wildcard runtime/cli/*.c))
+CLI_SRC  := $(filter-out runtime/cli/smallkv.c,$(wildcard runtime/cli/*.c)) $(EVAL_CMD)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 
 TEST_SRC := $(wildcard tests/test_*.c)

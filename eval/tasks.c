@@ -26,6 +26,13 @@
 
 int cmd_eval_report(int argc, char **argv);
 
+/* Load a model and report a failure; NULL on error (message already printed). */
+static skv_model *cli_load(const char *path) {
+    skv_model *m = skv_model_load(path);
+    if (!m) cli_fail(NULL);
+    return m;
+}
+
 static const char *EVAL_USAGE =
     "usage: smallkv eval TASK --llm MODEL [options] -o RESULTS.json\n"
     "       smallkv eval report RESULTS.json [MORE.json ...] -o docs/results.md\n"

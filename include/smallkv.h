@@ -16,6 +16,7 @@
 #ifndef SMALLKV_H
 #define SMALLKV_H
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -141,9 +142,40 @@ typedef struct {
 } smallkv_stats;
 
 void smallkv_get_stats(const smallkv_session *s, smallkv_stats *st);
+/* The device the session decodes on ("cpu", "cuda"). */
+const char *smallkv_session_device(const smallkv_session *s);
 /* Zero the speed counters and start a new request clock (for TTFT), e.g. when a question
  * arrives as decode steps over an already compressed context. */
 void smallkv_stats_reset(smallkv_session *s);
+
+/* ---- whole-file tools ---- */
+
+/* A model's configuration, weight storage (types, bytes, decode layouts) and KV bytes per
+ * token, as `smallkv info` prints it. -1 + error when it does not load. */
+int smallkv_print_model_info(const char *path, FILE *out);
+/* A profile's models, calibration, mapping metric, depth and curve (`smallkv profile show`). */
+int smallkv_print_profile(const char *path, FILE *out);
+
+/* Perplexity of a text file: tokenised as plain text (no BOS, special-token text not
+ * parsed), cut to max_tokens, split into non-overlapping windows of ctx tokens (a shorter
+ * tail dropped; a file shorter than one window is one window); each window starts with an
+ * empty cache and every position after its first is scored. */
+typedef struct {
+    int ctx;               /* window (default 512) */
+    int max_tokens;        /* 0: all */
+    int kv_f32;
+    const char *device;    /* "cpu" (default) or "cuda" */
+    void (*progress)(int windows_done, int windows, double tokens_per_s, double ppl_so_far, void *user);
+    void *user;
+} smallkv_ppl_options;
+typedef struct {
+    double ppl;
+    int windows, window;
+    long scored;
+    double seconds;
+} smallkv_ppl_result;
+void smallkv_ppl_options_default(smallkv_ppl_options *o);
+int smallkv_perplexity(const char *model, const char *text_file, const smallkv_ppl_options *o, smallkv_ppl_result *r);
 
 #ifdef __cplusplus
 }

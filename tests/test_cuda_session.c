@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "include/smallkv.h"
 #include "runtime/backend/forward_cuda.h"
 #include "runtime/model/model.h"
 #include "runtime/session/session.h"
@@ -198,11 +199,67 @@ static void test_refusals(void **st) {
     free(map);
 }
 
+/* The public API with device "cuda": one generate for both devices. Greedy tokens of full (the
+ * whole sequence on the GPU) and smallkv (CPU prefill, GPU decode) agree with the CPU's up to
+ * a near tie (TIE_MARGIN); without CUDA or a GPU, a session on it is refused with the reason. */
+static void api_device(const char *policy, const char *slm, const char *profile) {
+    smallkv_pair *p = smallkv_pair_load(smol->path, slm);
+    assert_non_null(p);
+    if (profile) assert_int_equal(smallkv_pair_load_profile(p, profile), 0);
+    smallkv_options o;
+    smallkv_options_default(&o);
+    o.policy = policy;
+    o.budget = strcmp(policy, "full") ? 0.2 : 1.0;
+    o.max_ctx = 256;
+    o.device = "cuda";
+    smallkv_session *g = smallkv_session_new(p, &o);
+    if (!g) {
+        print_message("device cuda refused: %s\n", smallkv_last_error());
+        assert_non_null(strstr(smallkv_last_error(), skv_cuda_built() ? "cuda" : "built without CUDA (make CUDA=1)"));
+        smallkv_pair_free(p);
+        skip();
+    }
+    o.device = "cpu";
+    smallkv_session *c = smallkv_session_new(p, &o);
+    assert_non_null(c);
+    assert_string_equal(smallkv_session_device(g), "cuda");
+    int ids[64];
+    const int n = smallkv_tokenize(p, "The three primary colours are red, yellow and", SMALLKV_TOK_BOS, ids, 64);
+    assert_true(n > 0);
+    assert_int_equal(smallkv_prefill(c, ids, n), 0);
+    assert_int_equal(smallkv_prefill(g, ids, n), 0);
+    const int V = smallkv_vocab(p);
+    for (int t = 0; t < 24; t++) {
+        const float *lc = smallkv_logits(c), *lg = smallkv_logits(g);
+        int a = test_argmax(lc, V), b = test_argmax(lg, V);
+        if (a != b) {
+            float second = -INFINITY;
+            for (int i = 0; i < V; i++) if (i != a && lc[i] > second) second = lc[i];
+            print_message("%s: step %d: GPU %d vs CPU %d, CPU margin %g\n", policy, t, b, a, lc[a] - second);
+            assert_true(lc[a] - second < TIE_MARGIN);
+            break;
+        }
+        assert_int_equal(smallkv_step(c, a), 0);
+        assert_int_equal(smallkv_step(g, a), 0);
+    }
+    smallkv_session_free(g);
+    smallkv_session_free(c);
+    smallkv_pair_free(p);
+}
+
+static void test_api_device(void **st) {
+    (void)st;
+    if (!smol) { print_message("skipped: models/SmolLM2-135M-Instruct.Q4_1.gguf missing\n"); skip(); }
+    api_device("full", NULL, NULL);
+    api_device("smallkv", smol->path, "profiles/smollm2-135m-self.skvprof");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_h2o),
         cmocka_unit_test(test_gpu_smallkv),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_api_device),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,6 @@
 /* args.c: option parsing and error printing shared by the smallkv subcommands. */
 #include "cli.h"
-#include "common/util.h"
+#include "include/smallkv.h"
 #include <errno.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -58,17 +58,11 @@ int cli_usage_error(const char *usage, const char *fmt, ...) {
 }
 
 int cli_fail(const char *context) {
-    if (context) fprintf(stderr, "smallkv: %s: %s\n", context, skv_last_error());
-    else fprintf(stderr, "smallkv: %s\n", skv_last_error());
+    if (context) fprintf(stderr, "smallkv: %s: %s\n", context, smallkv_last_error());
+    else fprintf(stderr, "smallkv: %s\n", smallkv_last_error());
     return CLI_ERR;
 }
 
 void cli_set_threads(int n) {
     if (n > 0) omp_set_num_threads(n);
-}
-
-skv_model *cli_load(const char *path) {
-    skv_model *m = skv_model_load(path);
-    if (!m) cli_fail(NULL);
-    return m;
 }

@@ -8,8 +8,7 @@
  * Tokens stream to stdout; --stats prints memory per tier and speed on stderr. */
 #include "cli.h"
 #include "include/smallkv.h"
-#include "runtime/backend/forward_cuda.h"
-#include "common/util.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +36,9 @@ static const char *GEN_USAGE =
     "                   the model's context)\n"
     "  --kv f16|f32     KV element type (default f16)\n"
     "  --stats          per-tier memory, prefill/decode tokens/s, TTFT and TPOT on stderr\n"
-    "  --device cpu|cuda  where the forward pass runs (default cpu); cuda (make CUDA=1): --prompt\n"
-    "                   only (no --context); policy full runs wholly on the GPU, the compressed\n"
-    "                   policies (not ems, no --slm-budget) prefill on the CPU and decode on the GPU\n"
+    "  --device cpu|cuda  where it runs (default cpu); cuda (make CUDA=1, a GPU): policy full\n"
+    "                   wholly on the GPU; the other policies (those the help marks GPU decode)\n"
+    "                   prefill on the CPU and decode on the GPU\n"
     "  --OPTION VALUE   any option of the chosen policy (listed below), e.g. --heavy 0.3,\n"
     "                   --score acc, --no-saliency; an option the policy lacks is ignored with a note\n"
     "Exit status: 0 ok, 1 error (one line on stderr), 2 bad usage.\n"
@@ -68,6 +67,7 @@ static void print_stats(const smallkv_session *s, const smallkv_session *ctx_ses
     char h[32], c[32], w[32], sc[32], ss[32], f[32];
     human(st.hot_bytes, h, sizeof h); human(st.cold_bytes, c, sizeof c); human(st.slm_weight_bytes, w, sizeof w);
     human(st.slm_cache_bytes, sc, sizeof sc); human(st.slm_score_bytes, ss, sizeof ss); human(st.full_bytes, f, sizeof f);
+    if (strcmp(smallkv_session_device(s), "cpu")) fprintf(stderr, "[stats] device %s\n", smallkv_session_device(s));
     fprintf(stderr, "[stats] %d tokens; LLM KV hot %s (%.1f%% of the full cache %s, %.1f tokens per lane), cold %s\n",
             st.length, h, st.full_bytes ? 100.0 * st.hot_bytes / st.full_bytes : 0, f, st.hot_tokens, c);
     if (st.slm_weight_bytes)
@@ -101,11 +101,34 @@ static int answer(smallkv_pair *p, smallkv_session *s, gen_cfg *g) {
     return 0;
 }
 
+/* the whole file as a NUL-terminated string; NULL after printing why */
+static char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    char *t = NULL;
+    size_t cap = 0, n = 0;
+    if (!f) { fprintf(stderr, "smallkv: %s: cannot open\n", path); return NULL; }
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            char *q = realloc(t, cap = 2 * cap + 65536 + 1);
+            if (!q) { fprintf(stderr, "smallkv: %s: out of memory\n", path); free(t); fclose(f); return NULL; }
+            t = q;
+        }
+        size_t got = fread(t + n, 1, 65536, f);
+        n += got;
+        if (got < 65536) break;
+    }
+    if (ferror(f)) { fprintf(stderr, "smallkv: %s: read error\n", path); free(t); fclose(f); return NULL; }
+    fclose(f);
+    t[n] = 0;
+    *len = n;
+    return t;
+}
+
 static int tok_prompt(smallkv_pair *p, const char *text, bool chat, const char *system, int flags, int **out) {
     int need = chat ? smallkv_tokenize_chat(p, system, text, NULL, 0) : smallkv_tokenize(p, text, flags, NULL, 0);
     if (need < 0) return -1;
-    int *ids = skv_malloc(((size_t)need + 1) * sizeof(int), "prompt ids");
-    if (!ids) return -1;
+    int *ids = malloc(((size_t)need + 1) * sizeof(int));
+    if (!ids) { fprintf(stderr, "smallkv: out of memory for %d prompt ids\n", need); return -1; }
     int got = chat ? smallkv_tokenize_chat(p, system, text, ids, need) : smallkv_tokenize(p, text, flags, ids, need);
     if (got != need) { free(ids); return -1; }
     *out = ids;
@@ -213,24 +236,11 @@ int cmd_generate(int argc, char **argv) {
     const char *files[] = {llm, slm, profile, context};
     for (int i = 0; i < 4; i++)
         if (files[i] && access(files[i], R_OK) != 0) { fprintf(stderr, "smallkv: %s: no such file or not readable\n", files[i]); return CLI_ERR; }
-    const bool gpu = !strcmp(device, "cuda");
-    if (gpu) {
-        /* policy full: the full cache on the GPU; the compressed policies: CPU prefill, GPU
-         * decode (runtime/cli/generate_cuda.c) */
-        if (context) { fprintf(stderr, "smallkv: --device cuda: --context is not supported yet (use --prompt)\n"); return CLI_ERR; }
-        if (!skv_cuda_built()) { fprintf(stderr, "smallkv: --device cuda: built without CUDA (make CUDA=1)\n"); return CLI_ERR; }
-        if (needs & SMALLKV_NO_GPU) {
-            fprintf(stderr, "smallkv: --device cuda: policy %.*s is not available on the GPU\n", pname_len, spec);
-            return CLI_ERR;
-        }
-        if (needs & SMALLKV_NO_BUDGET) {
-            cli_gen_cuda gc = {.model = llm, .prompts = prompts, .n_prompts = n_prompts, .chat = chat, .system = system,
-                               .kv_f16 = !o.kv_f32, .ctx = ctx, .n_gen = g.n_gen, .temp = g.temp, .rng = g.rng,
-                               .stats = g.stats};
-            return cli_generate_cuda(&gc);
-        }
+    if (strcmp(device, "cpu") && (needs & SMALLKV_NO_GPU)) {
+        fprintf(stderr, "smallkv: --device %s: policy %.*s is not available there\n", device, pname_len, spec);
+        return CLI_ERR;
     }
-    cli_gpu *dev = NULL;
+    o.device = device;
 
     int rc = CLI_ERR, n_ctx = 0, *cids = NULL, *pids[MAX_PROMPTS] = {0}, np[MAX_PROMPTS] = {0};
     char *ctext = NULL;
@@ -242,7 +252,7 @@ int cmd_generate(int argc, char **argv) {
     /* tokenise everything first: lengths decide the context size */
     if (context) {
         size_t len;
-        if (!(ctext = skv_read_file(context, &len))) { cli_fail(NULL); goto done; }
+        if (!(ctext = read_text(context, &len))) goto done;
         if (!ctext[0]) { fprintf(stderr, "smallkv: %s: the context file is empty\n", context); goto done; }
         if ((n_ctx = tok_prompt(p, ctext, false, NULL, SMALLKV_TOK_BOS, &cids)) < 0) { cli_fail(context); goto done; }
     }
@@ -290,10 +300,6 @@ int cmd_generate(int argc, char **argv) {
             }
             if (n_prompts > 1) { printf("> %s\n", prompts[i]); fflush(stdout); }
             if (smallkv_prefill(base, pids[i], np[i])) { cli_fail(NULL); goto done; }
-            if (gpu) {
-                if (cli_answer_cuda(p, base, g.temp, &g.rng, g.n_gen, g.stats, &dev)) { cli_fail("--device cuda"); goto done; }
-                continue;
-            }
             if (answer(p, base, &g)) { cli_fail(NULL); goto done; }
             if (g.stats) print_stats(base, NULL);
         }
@@ -302,7 +308,6 @@ int cmd_generate(int argc, char **argv) {
 done:
     smallkv_session_free(s);
     smallkv_session_free(base);
-    cli_gpu_free(dev);
     smallkv_pair_free(p);
     for (int i = 0; i < n_prompts; i++) free(pids[i]);
     free(cids);

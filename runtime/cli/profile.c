@@ -1,7 +1,7 @@
-/* profile.c: `smallkv profile show PROFILE`: print a SmallKV profile (profiles/profile.h):
+/* profile.c: `smallkv profile show PROFILE`: print a SmallKV profile (smallkv_print_profile):
  * the models it was made for, the calibration behind it, the mapping metric and depth. */
 #include "cli.h"
-#include "profiles/profile.h"
+#include "include/smallkv.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +24,6 @@ int cmd_profile(int argc, char **argv) {
         path = argv[i];
     }
     if (!path) return cli_usage_error(PROFILE_USAGE, "profile show: missing PROFILE");
-    if (skv_profile_print(path, stdout)) return cli_fail(NULL);
+    if (smallkv_print_profile(path, stdout)) return cli_fail(NULL);
     return CLI_OK;
 }
