@@ -178,19 +178,19 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
  * colsum / lastrow. The chunking depends on the number of keys only, so the results are
  * the same for any thread count. Workspace (floats): H score rows of dec_prow(n), then
  * H * nch partials of dec_ps(d) (m, l, o[d], padding).
- * History: attn_row converts every fp16 row once per query head (~8 GB/s of KV on two
- * cores); stop 11 converted each 16-key tile into an fp32 buffer shared by all heads; its
- * stores and reloads then cost as much as the arithmetic, and converting in registers
- * runs the SmolLM2 shapes 1.25x and the Qwen2.5-0.5B shapes 1.3x faster (cold cache, 2
- * threads, docs/performance.md), with the same bits: every score and output element gets
- * the same FMA chain and the same reduction.
+ * Why in registers: attn_row converts every fp16 row once per query head (~8 GB/s of KV on
+ * two cores). Converting each 16-key tile once into an fp32 buffer shared by all heads
+ * removes the repeats, but its stores and reloads cost as much as the arithmetic; converting
+ * in registers runs the SmolLM2 shapes 1.25x and the Qwen2.5-0.5B shapes 1.3x faster than
+ * the buffer (cold cache, 2 threads, docs/lab/performance-notebook.md), with the same bits:
+ * every score and output element gets the same FMA chain and the same reduction.
  * Prefetch: the score and V passes prefetch the rows DEC_PF_KEYS ahead into L2
- * (prefetcht1). From commit 4bc42be to stop 17 a helper prefetched into L1 (T0), but it was
- * an ordinary static function and GCC 12 (-O2, IPA mod/ref) found it free of side effects and
- * deleted every call, so no prefetch ever ran; dec_prefetch is now always_inline (inlined
- * before that analysis). Measured in stop 18 (docs/performance.md): T0 made SmolLM2 decode
- * slower (1.04 / 1.09 at 512 / 2048 tokens), T1 4-6 % faster in the VM's fast-memory state
- * (make bench-ab 0.958 / 0.944; the Qwen pair unchanged).
+ * (prefetcht1). dec_prefetch must be always_inline: as an ordinary static function GCC 12
+ * (-O2, IPA mod/ref) finds it free of side effects and deletes every call, so no prefetch
+ * runs (inlining happens before that analysis). Measured with make bench-ab against no
+ * prefetch: into L1 (T0) SmolLM2 decode was slower (1.04 / 1.09 at 512 / 2048 tokens), into
+ * L2 (T1) 4-6 % faster in the AMD VM's fast-memory state (0.958 / 0.944; the Qwen pair
+ * unchanged) (docs/lab/performance-notebook.md).
  * Runs: each thread takes a contiguous share of the units (as a static `omp for` would) and
  * does consecutive chunks of one KV head, up to DEC_RUN_BYTES of K, as one run: the scores of
  * all the run's chunks (one long pass over K), then their softmax parts, then their V sums
@@ -198,7 +198,8 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
  * change; what changes is that the cache is read in streams of up to 128 KiB instead of
  * alternating between K and V every 128 rows. Each switch cost ~0.4 us (the
  * hardware prefetcher starting a stream again): SmolLM2
- * shapes at 2048 keys from memory, one thread, 14.8 -> ~19.5 GB/s (docs/performance.md). */
+ * shapes at 2048 keys from memory, one thread, 14.8 -> ~19.5 GB/s
+ * (docs/lab/performance-notebook.md). */
 #define DEC_CHUNK 128
 #define DEC_RUN_BYTES ((size_t)128 << 10)   /* K (or V) bytes of one run: stays in L2 for the next head block */
 #define DEC_TILE 16

@@ -16,9 +16,9 @@
  * bench-ab, 2 threads, decode step time against none): 1 KiB 0.84-0.88, 4 KiB 0.64 / 0.79
  * (SmolLM2 at 512 / 2048 tokens), 0.76 / 0.77 (Qwen2.5-Coder-0.5B), 0.81 / 0.82 (1.5B);
  * 2 KiB was ~10 % slower than 4 for SmolLM2, 8 KiB the same as 4, prefetcht1 ~7 % slower
- * than t0 (docs/performance.md, stop 19). Rows and groups are contiguous, so past the end of
- * a row or a thread's share the lines are the next row's, the next share's or the next
- * tensor's. always_inline: GCC 12 deletes calls to a non-inlined function whose only
+ * than t0 (docs/performance.md; the runs: docs/lab/performance-notebook.md). Rows and
+ * groups are contiguous, so past the end of a row or a thread's share the lines are the next
+ * row's, the next share's or the next tensor's. always_inline: GCC 12 deletes calls to a non-inlined function whose only
  * statements are prefetches (attention.c's top comment). */
 #define SKV_WEIGHT_PF_BYTES 4096
 static inline __attribute__((always_inline)) void skv_prefetch_ahead(const void *p, size_t bytes) {
