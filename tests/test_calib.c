@@ -15,27 +15,19 @@
 #include "calibrate/similarity.h"
 #include "common/util.h"
 #include "tests/support/calib_fixtures.h"
+#include "tests/support/test_env.h"
 
 static char g_dir[256];
 
 static int setup_dir(void **st) {
     (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_calib_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return test_tmpdir_make(g_dir, sizeof g_dir, "calib");
 }
 static int teardown_dir(void **st) {
     (void)st;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(g_dir);
 }
-static const char *tmp_path(const char *name) {
-    static char buf[4][320];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
+static const char *tmp_path(const char *name) { return test_path(g_dir, name); }
 
 /* ---- SHA-256 ---- */
 

@@ -22,6 +22,7 @@
 #include "mapgen/mapping.h"
 #include "common/util.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/test_env.h"
 #include "tests/support/tiny_model.h"
 
 #define W_TEST 32
@@ -76,18 +77,13 @@ static void base_opts(skv_calib_run_opts *o, const char *out) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_calibrate_XXXXXX");
-    if (!mkdtemp(g_dir)) return -1;
+    if (test_tmpdir_make(g_dir, sizeof g_dir, "calibrate")) return -1;
     snprintf(g_corpus, sizeof g_corpus, "%s/corpus.txt", g_dir);
     snprintf(g_full, sizeof g_full, "%s/full.calib", g_dir);
     if (write_text(g_corpus, TEXT, strlen(TEXT))) return -1;
-    const char *md = getenv("SKV_MODELS_DIR");
-    if (!md || !*md) md = "models";
-    snprintf(g_smol, sizeof g_smol, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", md);
-    snprintf(g_qwen, sizeof g_qwen, "%s/qwen2.5-coder-0.5b.gguf", md);
-    const char *b = getenv("BUILD");
-    snprintf(g_bin, sizeof g_bin, "%s/bin/calibrate", b && *b ? b : "build");
-    g_have_smol = access(g_smol, R_OK) == 0;
+    test_model_file(g_qwen, sizeof g_qwen, TEST_QWEN05);
+    test_bin_path(g_bin, sizeof g_bin, "calibrate");
+    g_have_smol = test_model_path(g_smol, sizeof g_smol, TEST_SMOL) != NULL;
     if (g_have_smol) {   /* the uninterrupted reference run, shared by several tests */
         skv_calib_run_opts o;
         base_opts(&o, g_full);
@@ -99,9 +95,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(g_dir);
 }
 
 static unsigned char *slurp(const char *path, size_t *n) {

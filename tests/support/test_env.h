@@ -29,7 +29,8 @@ const char *test_path(const char *dir, const char *name);
 
 /* <models dir>/file into buf, whether or not the file is there; returns buf */
 char *test_model_file(char *buf, size_t n, const char *file);
-/* the same, but NULL when the file cannot be read (the caller skips) */
+/* the same, but NULL when the file cannot be read (the caller skips; buf holds the path
+ * either way, for the message) */
 char *test_model_path(char *buf, size_t n, const char *file);
 /* <build dir>/bin/tool into buf; returns buf */
 char *test_bin_path(char *buf, size_t n, const char *tool);
