@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "common/util.h"
+#include "tests/support/test_env.h"
 
 #define CALIB "profiles/smollm2-135m-self.calib"
 
@@ -27,24 +28,12 @@ static char g_dir[256];
 
 static int setup(void **st) {
     (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv-faults-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return test_tmpdir_make(g_dir, sizeof g_dir, "faults");
 }
 
 static int teardown(void **st) {
     (void)st;
-    DIR *d = opendir(g_dir);
-    if (d) {
-        struct dirent *e;
-        char p[512];
-        while ((e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
-            snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(g_dir);
+    test_tmpdir_remove(g_dir);
     return 0;
 }
 
@@ -80,15 +69,10 @@ static int run_limited(char *const argv[], long fsize_limit, const char *errfile
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static void mapgen_path(char *out, size_t n) {
-    const char *b = getenv("BUILD");
-    snprintf(out, n, "%s/bin/mapgen", b && *b ? b : "build");
-}
-
 static void test_full_disk_keeps_old_profile(void **st) {
     (void)st;
     char bin[512], prof[512], err[512];
-    mapgen_path(bin, sizeof bin);
+    test_bin_path(bin, sizeof bin, "mapgen");
     if (access(bin, X_OK) != 0 || access(CALIB, R_OK) != 0) skip();
     snprintf(prof, sizeof prof, "%s/p.skvprof", g_dir);
     snprintf(err, sizeof err, "%s/err.txt", g_dir);
