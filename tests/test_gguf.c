@@ -14,31 +14,20 @@
 #include "runtime/model/gguf.h"
 #include "common/util.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/test_env.h"
 
 static char g_dir[256];
 
-static const char *models_dir(void) {
-    const char *d = getenv("SKV_MODELS_DIR");
-    return d && *d ? d : "models";
-}
-
-static const char *tmp_path(const char *name) {
-    static char p[512];
-    snprintf(p, sizeof p, "%s/%s", g_dir, name);
-    return p;
-}
+static const char *tmp_path(const char *name) { return test_path(g_dir, name); }
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_gguf_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return test_tmpdir_make(g_dir, sizeof g_dir, "gguf");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(g_dir);
 }
 
 /* Open `path` both ways (mapped and read into memory), expect failure with a message that
@@ -65,8 +54,7 @@ static void expect_fail(const char *path, const char *want) {
 static void test_smollm2(void **state) {
     (void)state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", models_dir());
-    if (access(path, R_OK) != 0) skip();
+    if (!test_model_path(path, sizeof path, TEST_SMOL)) TEST_SKIP_MISSING(path);
     double t0 = skv_now();
     gguf_file *f = gguf_open(path);
     double dt = skv_now() - t0;
@@ -149,13 +137,12 @@ static long mapping_rss_kb(const void *p) {
  * mapping's resident pages stay a small part of the file). */
 static void test_qwen_open_reads_metadata_only(void **state) {
     (void)state;
-    const char *files[2] = { "qwen2.5-coder-1.5b.gguf", "qwen2.5-coder-0.5b.gguf" };
+    const char *files[2] = { TEST_QWEN15, TEST_QWEN05 };
     const int tensors[2] = { 339, 291 }, blocks[2] = { 28, 24 };
     int opened = 0;
     for (int k = 0; k < 2; k++) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/%s", models_dir(), files[k]);
-        if (access(path, R_OK) != 0) continue;
+        if (!test_model_path(path, sizeof path, files[k])) continue;
         double t0 = skv_now();
         gguf_file *f = gguf_open(path);
         double dt = skv_now() - t0;
@@ -591,8 +578,7 @@ static void test_mutations(void **state) {
 static void test_resident_equals_mapped(void **state) {
     (void)state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", models_dir());
-    if (access(path, R_OK) != 0) skip();
+    if (!test_model_path(path, sizeof path, TEST_SMOL)) TEST_SKIP_MISSING(path);
     gguf_file *a = gguf_open(path), *b = gguf_open_resident(path);
     assert_non_null(a);
     assert_non_null(b);

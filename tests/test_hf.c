@@ -6,7 +6,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,37 +16,32 @@
 #include "runtime/model/model.h"
 #include "runtime/model/safetensors.h"
 #include "common/util.h"
+#include "tests/support/test_env.h"
 #include "tests/support/tiny_model.h"
 
 /* ---- scratch directories ---- */
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
+enum { DIR_CAP = 256 };
 
 static int setup_dir(void **state) {
-    char *d = strdup("/tmp/skv_test_hf_XXXXXX");
-    if (!d || !mkdtemp(d)) { free(d); return -1; }
+    char *d = malloc(DIR_CAP);
+    if (!d || test_tmpdir_make(d, DIR_CAP, "hf")) { free(d); return -1; }
     *state = d;
     return 0;
 }
 
 static int teardown_dir(void **state) {
     char *d = *state;
-    nftw(d, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    test_tmpdir_remove(d);
     free(d);
     return 0;
 }
 
-static char g_path[4][1024];
-/* dir/name in one of 4 rotating buffers */
+/* dir/name in one of test_path's rotating buffers */
 static const char *pj(const char *dir, const char *name) {
-    static int k;
-    k = (k + 1) % 4;
-    int n = snprintf(g_path[k], sizeof g_path[k], "%s/%s", dir, name);
-    assert_true(n > 0 && (size_t)n < sizeof g_path[k]);
-    return g_path[k];
+    const char *p = test_path(dir, name);
+    assert_non_null(p);
+    return p;
 }
 
 /* mkdir dir/sub and return its path (static buffer rotation) */
