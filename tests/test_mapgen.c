@@ -16,31 +16,23 @@
 #include "profiles/profile.h"
 #include "mapgen/mapping.h"
 #include "common/util.h"
+#include "tests/support/test_env.h"
 
 static char g_dir[256], g_bin[512];
 
 static int setup(void **st) {
     (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_mapgen_XXXXXX");
-    if (!mkdtemp(g_dir)) return -1;
-    const char *env = getenv("SKV_MAPGEN"), *build = getenv("BUILD");
+    if (test_tmpdir_make(g_dir, sizeof g_dir, "mapgen")) return -1;
+    const char *env = getenv("SKV_MAPGEN");
     if (env && *env) snprintf(g_bin, sizeof g_bin, "%s", env);
-    else snprintf(g_bin, sizeof g_bin, "%s/bin/mapgen", build && *build ? build : "build");
+    else test_bin_path(g_bin, sizeof g_bin, "mapgen");
     return 0;
 }
 static int teardown(void **st) {
     (void)st;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(g_dir);
 }
-static const char *tmp_path(const char *name) {
-    static char buf[8][320];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
+static const char *tmp_path(const char *name) { return test_path(g_dir, name); }
 
 static void need_binary(void) {
     if (access(g_bin, X_OK) != 0) {

@@ -21,26 +21,18 @@
 #include "mapgen/report_html.h"
 #include "common/util.h"
 #include "tests/support/calib_fixtures.h"
+#include "tests/support/test_env.h"
 
 static char g_dir[256];
 static int setup_dir(void **st) {
     (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_profile_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return test_tmpdir_make(g_dir, sizeof g_dir, "profile");
 }
 static int teardown_dir(void **st) {
     (void)st;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(g_dir);
 }
-static const char *tmp_path(const char *name) {
-    static char buf[4][320];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
+static const char *tmp_path(const char *name) { return test_path(g_dir, name); }
 
 static skv_calib_settings mkset(int windows, unsigned metrics) {
     skv_calib_settings s;
@@ -362,10 +354,8 @@ static void test_load_speed(void **st) {
 /* fingerprints of the CI model: stable, sampled != full, refuses a profile made for another model */
 static void test_model_fingerprint(void **st) {
     (void)st;
-    const char *dir = getenv("SKV_MODELS_DIR");
     char path[512];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir && *dir ? dir : "models");
-    if (access(path, R_OK) != 0) { print_message("%s missing: skipping\n", path); skip(); }
+    if (!test_model_path(path, sizeof path, TEST_SMOL)) TEST_SKIP_MISSING(path);
     skv_model *m = skv_model_load(path);
     if (!m) fail_msg("%s", skv_last_error());
     skv_model_fp a, b, full;

@@ -28,19 +28,17 @@
 #include "runtime/model/safetensors.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
+#include "tests/support/test_env.h"
 
 static char g_dir[256];
 
 static int setup(void **st) {
     (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_regress_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return test_tmpdir_make(g_dir, sizeof g_dir, "regress");
 }
 static int teardown(void **st) {
     (void)st;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(g_dir);
 }
 
 /* Calls fn(path) for every regular file in tests/regress/<sub>/ (sorted); returns the count. */
@@ -182,10 +180,8 @@ static void test_regress_profile(void **st) { (void)st; each_file("profile", rep
 
 static void test_regress_text(void **st) {
     (void)st;
-    const char *dir = getenv("SKV_MODELS_DIR");
     char path[512];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir && dir[0] ? dir : "models");
-    if (access(path, R_OK) != 0) skip();
+    if (!test_model_path(path, sizeof path, TEST_SMOL)) TEST_SKIP_MISSING(path);
     gguf_file *f = gguf_open(path);
     assert_non_null(f);
     g_tok = skv_tokenizer_from_gguf(f);

@@ -18,6 +18,7 @@
 #include "runtime/tokenizer/tokenizer_internal.h"
 #include "common/util.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/test_env.h"
 
 /* ---------------------------------------------------------------- fixtures */
 
@@ -30,17 +31,11 @@ typedef struct {
 static model_tok g_smol, g_q05, g_q15;
 static char g_tmpdir[256];
 
-static const char *models_dir(void) {
-    const char *d = getenv("SKV_MODELS_DIR");
-    return d && *d ? d : "models";
-}
-
 static skv_tokenizer *get_tok(model_tok *m, const char *file) {
     if (!m->tried) {
         m->tried = 1;
         char path[512];
-        snprintf(path, sizeof path, "%s/%s", models_dir(), file);
-        if (access(path, R_OK) != 0) return NULL;
+        if (!test_model_path(path, sizeof path, file)) return NULL;
         m->f = gguf_open(path);
         if (!m->f) fail_msg("gguf_open %s: %s", path, skv_last_error());
         m->t = skv_tokenizer_from_gguf(m->f);
@@ -48,23 +43,19 @@ static skv_tokenizer *get_tok(model_tok *m, const char *file) {
     }
     return m->t;
 }
-static skv_tokenizer *smol(void) { return get_tok(&g_smol, "SmolLM2-135M-Instruct.Q4_1.gguf"); }
-static skv_tokenizer *q05(void) { return get_tok(&g_q05, "qwen2.5-coder-0.5b.gguf"); }
-static skv_tokenizer *q15(void) { return get_tok(&g_q15, "qwen2.5-coder-1.5b.gguf"); }
+static skv_tokenizer *smol(void) { return get_tok(&g_smol, TEST_SMOL); }
+static skv_tokenizer *q05(void) { return get_tok(&g_q05, TEST_QWEN05); }
+static skv_tokenizer *q15(void) { return get_tok(&g_q15, TEST_QWEN15); }
 
 static int group_setup(void **state) {
     (void)state;
-    snprintf(g_tmpdir, sizeof g_tmpdir, "/tmp/skv_test_tok.XXXXXX");
-    if (!mkdtemp(g_tmpdir)) return -1;
-    return 0;
+    return test_tmpdir_make(g_tmpdir, sizeof g_tmpdir, "tok");
 }
 static int group_teardown(void **state) {
     (void)state;
     model_tok *all[] = { &g_smol, &g_q05, &g_q15 };
     for (int i = 0; i < 3; i++) { skv_tokenizer_free(all[i]->t); gguf_close(all[i]->f); }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_remove(g_tmpdir);
 }
 
 /* ---------------------------------------------------------------- golden files */
