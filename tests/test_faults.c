@@ -24,18 +24,6 @@
 
 #define CALIB "profiles/smollm2-135m-self.calib"
 
-static char g_dir[256];
-
-static int setup(void **st) {
-    (void)st;
-    return test_tmpdir_make(g_dir, sizeof g_dir, "faults");
-}
-
-static int teardown(void **st) {
-    (void)st;
-    test_tmpdir_remove(g_dir);
-    return 0;
-}
 
 static int count_temp_files(const char *dir) {
     DIR *d = opendir(dir);
@@ -74,8 +62,8 @@ static void test_full_disk_keeps_old_profile(void **st) {
     char bin[512], prof[512], err[512];
     test_bin_path(bin, sizeof bin, "mapgen");
     if (access(bin, X_OK) != 0 || access(CALIB, R_OK) != 0) skip();
-    snprintf(prof, sizeof prof, "%s/p.skvprof", g_dir);
-    snprintf(err, sizeof err, "%s/err.txt", g_dir);
+    snprintf(prof, sizeof prof, "%s/p.skvprof", test_tmpdir());
+    snprintf(err, sizeof err, "%s/err.txt", test_tmpdir());
     char *ok_argv[] = { bin, (char *)CALIB, (char *)"-o", prof, NULL };
     assert_int_equal(run_limited(ok_argv, 0, err), 0);
     size_t n_old = 0;
@@ -95,7 +83,7 @@ static void test_full_disk_keeps_old_profile(void **st) {
     assert_non_null(now);
     assert_int_equal(n_now, n_old);
     assert_memory_equal(now, old, n_old);        /* the old profile is intact */
-    assert_int_equal(count_temp_files(g_dir), 0); /* and nothing is left half-written */
+    assert_int_equal(count_temp_files(test_tmpdir()), 0); /* and nothing is left half-written */
     free(now);
     free(old);
 }
@@ -103,10 +91,10 @@ static void test_full_disk_keeps_old_profile(void **st) {
 static void test_unwritable_output_keeps_old_file(void **st) {
     (void)st;
     char path[512], bad[600];
-    snprintf(path, sizeof path, "%s/keep.bin", g_dir);
+    snprintf(path, sizeof path, "%s/keep.bin", test_tmpdir());
     assert_int_equal(skv_write_file_atomic(path, "old contents", 12), 0);
     /* a directory that does not exist, and a path below a regular file */
-    snprintf(bad, sizeof bad, "%s/missing-dir/out.bin", g_dir);
+    snprintf(bad, sizeof bad, "%s/missing-dir/out.bin", test_tmpdir());
     assert_int_equal(skv_write_file_atomic(bad, "new", 3), -1);
     assert_non_null(strstr(skv_last_error(), "missing-dir/out.bin"));
     snprintf(bad, sizeof bad, "%s/out.bin", path);
@@ -118,13 +106,13 @@ static void test_unwritable_output_keeps_old_file(void **st) {
     assert_int_equal(n, 12);
     assert_memory_equal(now, "old contents", 12);
     free(now);
-    assert_int_equal(count_temp_files(g_dir), 0);
+    assert_int_equal(count_temp_files(test_tmpdir()), 0);
 }
 
 static void test_atomic_write_replaces_whole_file(void **st) {
     (void)st;
     char path[512];
-    snprintf(path, sizeof path, "%s/replace.bin", g_dir);
+    snprintf(path, sizeof path, "%s/replace.bin", test_tmpdir());
     assert_int_equal(skv_write_file_atomic(path, "a much longer old content", 25), 0);
     assert_int_equal(skv_write_file_atomic(path, "new", 3), 0);
     size_t n = 0;
@@ -141,5 +129,5 @@ int main(void) {
         cmocka_unit_test(test_unwritable_output_keeps_old_file),
         cmocka_unit_test(test_atomic_write_replaces_whole_file),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

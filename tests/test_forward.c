@@ -452,7 +452,7 @@ static void test_errors(void **st) {
 static void tiny_hf_vs_gguf(skv_arch arch) {
     tiny_model *tm = tiny_model_new(arch, 7, 0, SKV_F32);
     assert_non_null(tm);
-    char dir[256];
+    char dir[64];
     assert_int_equal(test_tmpdir_make(dir, sizeof dir, "fwd"), 0);
     char gpath[256];
     snprintf(gpath, sizeof gpath, "%s/tiny.gguf", dir);

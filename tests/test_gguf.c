@@ -16,19 +16,6 @@
 #include "tests/support/gguf_writer.h"
 #include "tests/support/test_env.h"
 
-static char g_dir[256];
-
-static const char *tmp_path(const char *name) { return test_path(g_dir, name); }
-
-static int setup(void **state) {
-    (void)state;
-    return test_tmpdir_make(g_dir, sizeof g_dir, "gguf");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return test_tmpdir_remove(g_dir);
-}
 
 /* Open `path` both ways (mapped and read into memory), expect failure with a message that
  * starts with the path and contains `want`. */
@@ -221,7 +208,7 @@ static void test_write_read_all_types(void **state) {
         if (nd == 1) ne[0] = 512;
         assert_int_equal(gw_add_tensor_f32(w, name, types[k], nd, ne, src), 0);
     }
-    const char *path = tmp_path("all.gguf");
+    const char *path = test_tmp("all.gguf");
     assert_int_equal(gw_write(w, path), 0);
 
     gguf_file *f = gguf_open(path);
@@ -316,7 +303,7 @@ static void test_version2_and_no_tensors(void **state) {
     gw_writer *w = gw_new();
     w->version = 2;
     gw_add_str(w, "general.architecture", "llama");
-    const char *path = tmp_path("v2.gguf");
+    const char *path = test_tmp("v2.gguf");
     assert_int_equal(gw_write(w, path), 0);
     gguf_file *f = gguf_open(path);
     assert_non_null(f);
@@ -357,7 +344,7 @@ static void test_truncated_everywhere(void **state) {
     uint8_t *buf = gw_build(w, &n);
     assert_non_null(buf);
     gw_free(w);
-    const char *path = tmp_path("cut.gguf");
+    const char *path = test_tmp("cut.gguf");
     assert_int_equal(gw_write_bytes(path, buf, n), 0);
     gguf_file *f = gguf_open(path);
     assert_non_null(f); /* the full file is valid */
@@ -382,7 +369,7 @@ static void test_truncated_everywhere(void **state) {
 
 static void test_bad_header(void **state) {
     (void)state;
-    const char *path = tmp_path("bad.gguf");
+    const char *path = test_tmp("bad.gguf");
     gw_writer *w = small_model();
     memcpy(&w->magic, "GGUX", 4);
     write_model(w, path);
@@ -408,8 +395,8 @@ static void test_bad_header(void **state) {
     expect_fail(path, "empty");
     assert_int_equal(gw_write_bytes(path, "GGUF\3\0\0", 7), 0);
     expect_fail(path, "truncated");
-    expect_fail(tmp_path("does-not-exist.gguf"), "cannot open");
-    expect_fail(g_dir, "not a regular file");
+    expect_fail(test_tmp("does-not-exist.gguf"), "cannot open");
+    expect_fail(test_tmpdir(), "not a regular file");
 }
 
 static void raw_kv(gw_writer *w, const char *key, uint32_t type, const void *val, size_t n) {
@@ -424,7 +411,7 @@ static void raw_kv(gw_writer *w, const char *key, uint32_t type, const void *val
 
 static void test_bad_metadata(void **state) {
     (void)state;
-    const char *path = tmp_path("badkv.gguf");
+    const char *path = test_tmp("badkv.gguf");
     gw_writer *w;
     uint8_t v[32];
     uint64_t big = 1ull << 62;
@@ -471,7 +458,7 @@ static void test_bad_metadata(void **state) {
 
 static void test_bad_tensors(void **state) {
     (void)state;
-    const char *path = tmp_path("badt.gguf");
+    const char *path = test_tmp("badt.gguf");
     gw_writer *w;
 
     w = small_model(); w->tensors[0].n_dims = 0; write_model(w, path);
@@ -527,7 +514,7 @@ static void test_mutations(void **state) {
     assert_non_null(buf);
     assert_non_null(mut);
     gw_free(w);
-    const char *path = tmp_path("mut.gguf");
+    const char *path = test_tmp("mut.gguf");
     int opened = 0, refused = 0;
     for (int iter = 0; iter < 1500; iter++) {
         memcpy(mut, buf, n);
@@ -613,5 +600,5 @@ int main(void) {
         cmocka_unit_test(test_bad_tensors),
         cmocka_unit_test(test_mutations),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -21,21 +21,7 @@
 
 /* ---- scratch directories ---- */
 
-enum { DIR_CAP = 256 };
-
-static int setup_dir(void **state) {
-    char *d = malloc(DIR_CAP);
-    if (!d || test_tmpdir_make(d, DIR_CAP, "hf")) { free(d); return -1; }
-    *state = d;
-    return 0;
-}
-
-static int teardown_dir(void **state) {
-    char *d = *state;
-    test_tmpdir_remove(d);
-    free(d);
-    return 0;
-}
+/* each case gets its own: test_tmpdir_setup passes its path as *state */
 
 /* dir/name in one of test_path's rotating buffers */
 static const char *pj(const char *dir, const char *name) {
@@ -658,25 +644,25 @@ static void test_transformers_qwen2(void **s) { golden_check(*s, SKV_ARCH_QWEN2)
 int main(void) {
     if (getenv("SKV_HF_EXPORT")) return export_golden_dirs(getenv("SKV_HF_EXPORT"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_safetensors_format, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_safetensors_fuzz, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_llama_f32, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_llama_bf16_tied, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_qwen2_f16_tied, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_qwen2_bf16, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_qwen2_f32_sharded, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_llama_f16_sharded, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_sharded_equals_single, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_unaligned_header, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_bad_config, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_bad_tensors, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_broken_tokenizer, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_logits_llama_f32, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_logits_llama_f16, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_logits_qwen2_f32, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_logits_qwen2_bf16, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_transformers_llama, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_transformers_qwen2, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_safetensors_format, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_safetensors_fuzz, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_llama_f32, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_llama_bf16_tied, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_qwen2_f16_tied, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_qwen2_bf16, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_qwen2_f32_sharded, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_llama_f16_sharded, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_sharded_equals_single, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_unaligned_header, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_config, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_tensors, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_broken_tokenizer, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_logits_llama_f32, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_logits_llama_f16, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_logits_qwen2_f32, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_logits_qwen2_bf16, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_transformers_llama, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_transformers_qwen2, test_tmpdir_setup, test_tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

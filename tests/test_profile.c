@@ -23,16 +23,6 @@
 #include "tests/support/calib_fixtures.h"
 #include "tests/support/test_env.h"
 
-static char g_dir[256];
-static int setup_dir(void **st) {
-    (void)st;
-    return test_tmpdir_make(g_dir, sizeof g_dir, "profile");
-}
-static int teardown_dir(void **st) {
-    (void)st;
-    return test_tmpdir_remove(g_dir);
-}
-static const char *tmp_path(const char *name) { return test_path(g_dir, name); }
 
 static skv_calib_settings mkset(int windows, unsigned metrics) {
     skv_calib_settings s;
@@ -152,7 +142,7 @@ static skv_profile *mixed_profile(void) {
 static void test_roundtrip(void **st) {
     (void)st;
     skv_profile *p = mixed_profile();
-    const char *path = tmp_path("a.skvprof");
+    const char *path = test_tmp("a.skvprof");
     assert_int_equal(skv_profile_write(p, path), 0);
     skv_profile *q = skv_profile_load(path);
     if (!q) fail_msg("%s", skv_last_error());
@@ -210,7 +200,7 @@ static void write_plain(const char *path, const void *d, size_t n) {
 static void test_corruption(void **st) {
     (void)st;
     skv_profile *p = mixed_profile();
-    const char *good = tmp_path("good.skvprof"), *bad = tmp_path("bad.skvprof");
+    const char *good = test_tmp("good.skvprof"), *bad = test_tmp("bad.skvprof");
     assert_int_equal(skv_profile_write(p, good), 0);
     skv_profile_free(p);
     size_t len;
@@ -289,7 +279,7 @@ static int html_balanced(const char *s, char *why, size_t why_len) {
 static void test_print_and_report(void **st) {
     (void)st;
     skv_profile *p = mixed_profile();
-    const char *path = tmp_path("show.skvprof"), *html = tmp_path("report.html"), *txt = tmp_path("show.txt");
+    const char *path = test_tmp("show.skvprof"), *html = test_tmp("report.html"), *txt = test_tmp("show.txt");
     assert_int_equal(skv_profile_write(p, path), 0);
     FILE *f = fopen(txt, "w");
     assert_int_equal(skv_profile_print(path, f), 0);
@@ -299,7 +289,7 @@ static void test_print_and_report(void **st) {
     assert_non_null(strstr(out, "<- chosen"));
     assert_non_null(strstr(out, "qwen2-4x3"));
     free(out);
-    assert_int_equal(skv_profile_print(tmp_path("missing.skvprof"), stdout), -1);
+    assert_int_equal(skv_profile_print(test_tmp("missing.skvprof"), stdout), -1);
     assert_int_equal(skv_report_html(p, html), 0);
     char *page = skv_read_file(html, NULL);
     assert_non_null(page);
@@ -331,7 +321,7 @@ static void test_load_speed(void **st) {
     free(S);
     skv_profile *p = skv_profile_build(c, SKV_METRIC_JACCARD, 0.01, 0, "test");
     assert_non_null(p);
-    const char *path = tmp_path("big.skvprof"), *html = tmp_path("big.html");
+    const char *path = test_tmp("big.skvprof"), *html = test_tmp("big.html");
     assert_int_equal(skv_profile_write(p, path), 0);
     assert_int_equal(skv_report_html(p, html), 0);
     double t0 = skv_now();
@@ -394,5 +384,5 @@ int main(void) {
         cmocka_unit_test(test_load_speed),
         cmocka_unit_test(test_model_fingerprint),
     };
-    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

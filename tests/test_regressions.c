@@ -30,16 +30,6 @@
 #include "common/util.h"
 #include "tests/support/test_env.h"
 
-static char g_dir[256];
-
-static int setup(void **st) {
-    (void)st;
-    return test_tmpdir_make(g_dir, sizeof g_dir, "regress");
-}
-static int teardown(void **st) {
-    (void)st;
-    return test_tmpdir_remove(g_dir);
-}
 
 /* Calls fn(path) for every regular file in tests/regress/<sub>/ (sorted); returns the count. */
 typedef void (*replay_fn)(const char *path);
@@ -107,7 +97,7 @@ static void replay_gguf(const char *path) {
 
 static void replay_tokenizer(const char *path) {
     char dst[300];
-    snprintf(dst, sizeof dst, "%s/tokenizer.json", g_dir);
+    snprintf(dst, sizeof dst, "%s/tokenizer.json", test_tmpdir());
     copy_to(path, dst);
     skv_clear_error();
     skv_tokenizer *t = skv_tokenizer_from_json(dst);
@@ -128,10 +118,10 @@ static void replay_safetensors(const char *path) {
 
 static void replay_hf_config(const char *path) {
     char dst[300];
-    snprintf(dst, sizeof dst, "%s/config.json", g_dir);
+    snprintf(dst, sizeof dst, "%s/config.json", test_tmpdir());
     copy_to(path, dst);
     skv_clear_error();
-    skv_model *m = skv_model_load_hf(g_dir);   /* no weights here: must be refused */
+    skv_model *m = skv_model_load_hf(test_tmpdir());   /* no weights here: must be refused */
     assert_null(m);
     refused_with_message(path);
     unlink(dst);
@@ -309,5 +299,5 @@ int main(void) {
         cmocka_unit_test(test_regress_bos_id_2pow31),
         cmocka_unit_test(test_gguf_open_memory_matches_file),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

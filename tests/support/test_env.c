@@ -1,9 +1,11 @@
 /* test_env.c: the models folder, the build folder and temporary directories for the tests
  * (see test_env.h). */
 #include "test_env.h"
+#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,3 +62,24 @@ int test_tmpdir_remove(const char *dir) {
     if (!dir || !*dir) return -1;
     return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
 }
+
+static char g_tmpdir[256];
+
+int test_tmpdir_setup(void **state) {
+    const char *name = program_invocation_short_name;   /* glibc (_GNU_SOURCE) */
+    if (!strncmp(name, "test_", 5)) name += 5;
+    if (test_tmpdir_make(g_tmpdir, sizeof g_tmpdir, name)) { g_tmpdir[0] = '\0'; return -1; }
+    if (state) *state = g_tmpdir;
+    return 0;
+}
+
+int test_tmpdir_teardown(void **state) {
+    (void)state;
+    const int r = test_tmpdir_remove(g_tmpdir);
+    g_tmpdir[0] = '\0';
+    return r;
+}
+
+const char *test_tmpdir(void) { return g_tmpdir; }
+
+const char *test_tmp(const char *name) { return test_path(g_tmpdir, name); }

@@ -41,6 +41,16 @@ int test_tmpdir_make(char *buf, size_t n, const char *tag);
  * something could not be removed */
 int test_tmpdir_remove(const char *dir);
 
+/* The test program's temporary directory, for cmocka (group or per-test setup/teardown):
+ * test_tmpdir_setup makes /tmp/skv_test_<name>_XXXXXX, <name> the program's name without
+ * "test_" (test_calib: /tmp/skv_test_calib_XXXXXX), and sets *state to its path;
+ * test_tmpdir_teardown removes it with everything in it. test_tmpdir() is its path ("" when
+ * there is none), test_tmp(name) is test_tmpdir()/name in test_path's rotating buffers. */
+int test_tmpdir_setup(void **state);
+int test_tmpdir_teardown(void **state);
+const char *test_tmpdir(void);
+const char *test_tmp(const char *name);
+
 /* cmocka skip with the standard message: "<what> missing: skipping" */
 #define TEST_SKIP_MISSING(what) \
     do { print_message("%s missing: skipping\n", (what)); skip(); } while (0)
