@@ -15,27 +15,8 @@
 #include "calibrate/similarity.h"
 #include "common/util.h"
 #include "tests/support/calib_fixtures.h"
+#include "tests/support/test_env.h"
 
-static char g_dir[256];
-
-static int setup_dir(void **st) {
-    (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_calib_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-static int teardown_dir(void **st) {
-    (void)st;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-static const char *tmp_path(const char *name) {
-    static char buf[4][320];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
 
 /* ---- SHA-256 ---- */
 
@@ -73,7 +54,7 @@ static void test_sha256_vectors(void **st) {
     skv_sha256_hex(d, hex);
     assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     /* file hashing equals one-shot */
-    const char *p = tmp_path("million_a");
+    const char *p = test_tmp("million_a");
     assert_int_equal(skv_write_file_atomic(p, a, 1000000), 0);
     char fh[65];
     assert_int_equal(skv_sha256_file(p, fh), 0);
@@ -224,7 +205,7 @@ static void test_file_roundtrip(void **st) {
     (void)st;
     skv_calib *c = mk(2, 10, 1);
     for (int w = 9; w >= 1; w -= 2) assert_int_equal(add_window(c, w), 0);
-    const char *p = tmp_path("rt.calib");
+    const char *p = test_tmp("rt.calib");
     assert_int_equal(skv_calib_write(c, p), 0);
     skv_calib *r = skv_calib_read(p);
     if (!r) fail_msg("%s", skv_last_error());
@@ -247,7 +228,7 @@ static void test_file_roundtrip(void **st) {
     size_t row = (size_t)c->n_metrics * LLM_L;
     assert_memory_equal(r->wstat, c->wstat + 4 * row, row * sizeof(float));
     /* writing the read-back copy gives the same bytes */
-    const char *p2 = tmp_path("rt2.calib");
+    const char *p2 = test_tmp("rt2.calib");
     assert_int_equal(skv_calib_write(r, p2), 0);
     size_t l1, l2;
     char *b1 = skv_read_file(p, &l1), *b2 = skv_read_file(p2, &l2);
@@ -281,7 +262,7 @@ static void test_shard_merge_exact(void **st) {
     for (int k = 0; k < 3; k++) {
         sh[k] = mk(3, NW, k);
         for (int w = k; w < NW; w += 3) assert_int_equal(add_window(sh[k], w), 0);
-        snprintf(paths[k], sizeof paths[k], "%s", tmp_path(names[k]));
+        snprintf(paths[k], sizeof paths[k], "%s", test_tmp(names[k]));
         assert_int_equal(skv_calib_write(sh[k], paths[k]), 0);
         skv_calib_free(sh[k]);
     }
@@ -289,7 +270,7 @@ static void test_shard_merge_exact(void **st) {
     char *first = NULL;
     size_t first_len = 0;
     size_t n = (size_t)single->n_llm * single->n_slm * 2 * single->n_metrics;
-    const char *sp = tmp_path("single.calib");
+    const char *sp = test_tmp("single.calib");
     assert_int_equal(skv_calib_write(single, sp), 0);
     skv_calib *single_r = skv_calib_read(sp);
     assert_non_null(single_r);
@@ -298,7 +279,7 @@ static void test_shard_merge_exact(void **st) {
         assert_int_equal(m->n_windows, NW);
         assert_int_equal(m->n_shards, 3);
         assert_memory_equal(m->sums, single->sums, n * sizeof(int64_t));   /* bit for bit */
-        const char *mp = tmp_path("merged.calib");
+        const char *mp = test_tmp("merged.calib");
         assert_int_equal(skv_calib_write(m, mp), 0);
         skv_calib_free(m);
         size_t len;
@@ -381,7 +362,7 @@ static void test_corruption(void **st) {
     (void)st;
     skv_calib *c = mk(1, 4, 0);
     for (int w = 0; w < 3; w++) assert_int_equal(add_window(c, w), 0);
-    const char *p = tmp_path("good.calib"), *q = tmp_path("bad.calib");
+    const char *p = test_tmp("good.calib"), *q = test_tmp("bad.calib");
     assert_int_equal(skv_calib_write(c, p), 0);
     skv_calib_free(c);
     size_t len;
@@ -430,7 +411,7 @@ static void test_corruption(void **st) {
     /* empty and missing files */
     write_plain(q, buf, 0);
     expect_refused(q, "empty", 0);
-    expect_refused(tmp_path("does-not-exist"), "missing", 0);
+    expect_refused(test_tmp("does-not-exist"), "missing", 0);
     assert_non_null(strstr(skv_last_error(), "cannot open"));
     free(buf);
 }
@@ -447,5 +428,5 @@ int main(void) {
         cmocka_unit_test(test_merge_refusals),
         cmocka_unit_test(test_corruption),
     };
-    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -22,12 +22,12 @@
 #include "mapgen/mapping.h"
 #include "common/util.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/test_env.h"
 #include "tests/support/tiny_model.h"
 
 #define W_TEST 32
 #define N_TEST 6
 
-static char g_dir[256];
 static char g_corpus[320], g_full[320], g_smol[512], g_qwen[512], g_bin[512];
 static bool g_have_smol, g_have_full;
 
@@ -75,19 +75,13 @@ static void base_opts(skv_calib_run_opts *o, const char *out) {
 }
 
 static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_calibrate_XXXXXX");
-    if (!mkdtemp(g_dir)) return -1;
-    snprintf(g_corpus, sizeof g_corpus, "%s/corpus.txt", g_dir);
-    snprintf(g_full, sizeof g_full, "%s/full.calib", g_dir);
+    if (test_tmpdir_setup(state)) return -1;
+    snprintf(g_corpus, sizeof g_corpus, "%s/corpus.txt", test_tmpdir());
+    snprintf(g_full, sizeof g_full, "%s/full.calib", test_tmpdir());
     if (write_text(g_corpus, TEXT, strlen(TEXT))) return -1;
-    const char *md = getenv("SKV_MODELS_DIR");
-    if (!md || !*md) md = "models";
-    snprintf(g_smol, sizeof g_smol, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", md);
-    snprintf(g_qwen, sizeof g_qwen, "%s/qwen2.5-coder-0.5b.gguf", md);
-    const char *b = getenv("BUILD");
-    snprintf(g_bin, sizeof g_bin, "%s/bin/calibrate", b && *b ? b : "build");
-    g_have_smol = access(g_smol, R_OK) == 0;
+    test_model_file(g_qwen, sizeof g_qwen, TEST_QWEN05);
+    test_bin_path(g_bin, sizeof g_bin, "calibrate");
+    g_have_smol = test_model_path(g_smol, sizeof g_smol, TEST_SMOL) != NULL;
     if (g_have_smol) {   /* the uninterrupted reference run, shared by several tests */
         skv_calib_run_opts o;
         base_opts(&o, g_full);
@@ -95,13 +89,6 @@ static int setup(void **state) {
         g_have_full = true;
     }
     return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
 }
 
 static unsigned char *slurp(const char *path, size_t *n) {
@@ -191,7 +178,7 @@ static void test_shards_merge(void **state) {
     skv_calib *acc = NULL;
     for (int i = 0; i < 3; i++) {
         char out[400];
-        snprintf(out, sizeof out, "%s/shard%d.calib", g_dir, i);
+        snprintf(out, sizeof out, "%s/shard%d.calib", test_tmpdir(), i);
         skv_calib_run_opts o;
         base_opts(&o, out);
         o.shard_index = i; o.shard_count = 3;
@@ -215,8 +202,8 @@ static void test_shards_merge(void **state) {
     assert_memory_equal(acc->sums, full->sums, nsum * sizeof(int64_t));
     /* per-window statistics agree once sorted by window (write both and compare sections) */
     char a[400], b[400];
-    snprintf(a, sizeof a, "%s/merged.calib", g_dir);
-    snprintf(b, sizeof b, "%s/full-rewritten.calib", g_dir);
+    snprintf(a, sizeof a, "%s/merged.calib", test_tmpdir());
+    snprintf(b, sizeof b, "%s/full-rewritten.calib", test_tmpdir());
     acc->set.shard_count = full->set.shard_count;   /* headers differ only in the shard layout */
     acc->n_shards = full->n_shards; acc->shards[0] = full->shards[0];
     assert_int_equal(skv_calib_write(acc, a), 0);
@@ -249,7 +236,7 @@ static void test_kill_and_resume(void **state) {
     if (!g_have_full) skip();
     if (access(g_bin, X_OK) != 0) skip();
     char out[400];
-    snprintf(out, sizeof out, "%s/resumed.calib", g_dir);
+    snprintf(out, sizeof out, "%s/resumed.calib", test_tmpdir());
     unlink(out);
     char win[16], wins[16];
     snprintf(win, sizeof win, "%d", W_TEST);
@@ -303,7 +290,7 @@ static void test_mpi_two_ranks(void **state) {
         skip();
     }
     char out[400], win[16];
-    snprintf(out, sizeof out, "%s/mpi.calib", g_dir);
+    snprintf(out, sizeof out, "%s/mpi.calib", test_tmpdir());
     snprintf(win, sizeof win, "%d", W_TEST);
     unlink(out);
     setenv("OMP_NUM_THREADS", "1", 1);
@@ -320,7 +307,7 @@ static void test_mpi_two_ranks(void **state) {
     skv_calib *acc = NULL;
     for (int i = 0; i < 2; i++) {
         char sp[400];
-        snprintf(sp, sizeof sp, "%s/mpiref%d.calib", g_dir, i);
+        snprintf(sp, sizeof sp, "%s/mpiref%d.calib", test_tmpdir(), i);
         skv_calib_run_opts o;
         base_opts(&o, sp);
         o.windows = 4; o.shard_index = i; o.shard_count = 2;
@@ -332,7 +319,7 @@ static void test_mpi_two_ranks(void **state) {
         skv_calib_free(c);
     }
     char ref[400];
-    snprintf(ref, sizeof ref, "%s/mpiref.calib", g_dir);
+    snprintf(ref, sizeof ref, "%s/mpiref.calib", test_tmpdir());
     assert_int_equal(skv_calib_write(acc, ref), 0);
     skv_calib_free(acc);
     size_t na, nb;
@@ -417,7 +404,7 @@ static int write_tiny_with_tokenizer(const char *path) {
 
 static void expect_refusal(const char *slm, const char *llm, const char *corpus, const char *needle1, const char *needle2) {
     char out[400];
-    snprintf(out, sizeof out, "%s/refused.calib", g_dir);
+    snprintf(out, sizeof out, "%s/refused.calib", test_tmpdir());
     unlink(out);
     skv_calib_run_opts o;
     skv_calib_run_defaults(&o);
@@ -435,7 +422,7 @@ static void test_tokenizer_mismatch_tiny(void **state) {
     (void)state;
     if (!g_have_smol) skip();
     char tiny[400];
-    snprintf(tiny, sizeof tiny, "%s/tiny-tok.gguf", g_dir);
+    snprintf(tiny, sizeof tiny, "%s/tiny-tok.gguf", test_tmpdir());
     if (write_tiny_with_tokenizer(tiny)) fail_msg("%s", skv_last_error());
     expect_refusal(g_smol, tiny, g_corpus, "tokenizers differ", "300 tokens");
     expect_refusal(tiny, g_smol, g_corpus, "tokenizers differ", "49152 tokens");
@@ -450,14 +437,14 @@ static void test_tokenizer_mismatch_qwen(void **state) {
 static void test_bad_corpora(void **state) {
     (void)state;
     char empty[400], missing[400], shorter[400];
-    snprintf(empty, sizeof empty, "%s/empty.txt", g_dir);
-    snprintf(missing, sizeof missing, "%s/no-such-corpus.txt", g_dir);
-    snprintf(shorter, sizeof shorter, "%s/short.txt", g_dir);
+    snprintf(empty, sizeof empty, "%s/empty.txt", test_tmpdir());
+    snprintf(missing, sizeof missing, "%s/no-such-corpus.txt", test_tmpdir());
+    snprintf(shorter, sizeof shorter, "%s/short.txt", test_tmpdir());
     assert_int_equal(write_text(empty, "", 0), 0);
     assert_int_equal(write_text(shorter, "Too short.", 10), 0);
     expect_refusal(g_smol, g_smol, empty, empty, "empty");
     expect_refusal(g_smol, g_smol, missing, missing, NULL);
-    expect_refusal(g_smol, g_smol, g_dir, g_dir, NULL);   /* a directory is not a corpus */
+    expect_refusal(g_smol, g_smol, test_tmpdir(), test_tmpdir(), NULL);   /* a directory is not a corpus */
     if (!g_have_smol) skip();   /* corpora are checked before the models load; this one needs the tokenizer */
     expect_refusal(g_smol, g_smol, shorter, shorter, "fewer than one window");
 }
@@ -473,5 +460,5 @@ int main(void) {
         cmocka_unit_test(test_bad_corpora),
         cmocka_unit_test(test_mpi_two_ranks),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, test_tmpdir_teardown);
 }

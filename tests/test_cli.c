@@ -15,15 +15,15 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "tests/support/test_env.h"
 #include "tests/support/tiny_model.h"
 
 static char bin[256], smol[256], prof[256], tiny[256], bigctx[256], smallctx[256];
 
 static int setup(void **st) {
     (void)st;
-    const char *b = getenv("BUILD"), *dir = getenv("SKV_MODELS_DIR");
-    snprintf(bin, sizeof bin, "%s/bin/smallkv", b ? b : "build");
-    snprintf(smol, sizeof smol, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir ? dir : "models");
+    test_bin_path(bin, sizeof bin, "smallkv");
+    test_model_file(smol, sizeof smol, TEST_SMOL);
     snprintf(prof, sizeof prof, "profiles/smollm2-135m-self.skvprof");
     snprintf(tiny, sizeof tiny, "/tmp/skv_test_cli_%d.gguf", (int)getpid());
     tiny_model *t = tiny_model_new(SKV_ARCH_LLAMA, 5, 0, SKV_F32);
@@ -53,7 +53,7 @@ static int teardown(void **st) {
 
 static void need(bool model) {
     if (access(bin, X_OK) != 0) { print_message("no %s: skipping\n", bin); skip(); }
-    if (model && access(smol, R_OK) != 0) skip();
+    if (model && access(smol, R_OK) != 0) TEST_SKIP_MISSING(smol);
 }
 
 /* Run "bin ARGS" with stderr merged; output (truncated) into out; returns the exit status. */

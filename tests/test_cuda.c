@@ -24,6 +24,7 @@
 
 #include "runtime/backend/forward_cuda.h"
 #include "common/util.h"
+#include "tests/support/test_env.h"
 #ifdef SKV_CUDA
 #include "kernels/cuda/backend.h"
 #include "runtime/backend/forward.h"
@@ -403,18 +404,10 @@ static void test_oom_reported(void **st) {
 #define FWD_BATCH_TOL 1e-3f     /* batched vs one-by-one GPU decode: the same GEMV per row */
 #define FWD_SCORE_TOL 2e-3f     /* colsum / lastrow of layers 0..1 vs the CPU, abs */
 
-static const char *models_dir(void) {
-    const char *d = getenv("SKV_MODELS_DIR");
-    return d && *d ? d : "models";
-}
-
 /* SmolLM2, or NULL (the caller skips) when the file is missing. */
 static skv_model *smol_or_null(void) {
     char p[1024];
-    snprintf(p, sizeof p, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", models_dir());
-    FILE *f = fopen(p, "rb");
-    if (!f) return NULL;
-    fclose(f);
+    if (!test_model_path(p, sizeof p, TEST_SMOL)) return NULL;
     skv_model *m = skv_model_load(p);
     if (!m) fail_msg("loading %s: %s", p, skv_last_error());
     return m;
@@ -462,7 +455,7 @@ static void test_forward_smollm2(void **st) {
     (void)st;
     NEED_GPU();
     skv_model *m = smol_or_null();
-    if (!m) { print_message("skipped: %s/SmolLM2-135M-Instruct.Q4_1.gguf missing\n", models_dir()); skip(); }
+    if (!m) TEST_SKIP_MODEL(TEST_SMOL);
     const int V = m->cfg.vocab, S = FWD_PREFILL + FWD_DECODE + 1;
     int ids[FWD_PREFILL];
     golden_ids(ids);
@@ -542,7 +535,7 @@ static void test_forward_scores(void **st) {
     (void)st;
     NEED_GPU();
     skv_model *m = smol_or_null();
-    if (!m) { print_message("skipped: model missing\n"); skip(); }
+    if (!m) TEST_SKIP_MODEL(TEST_SMOL);
     const int H = m->cfg.n_head, S = FWD_PREFILL + 1, L = m->cfg.n_layer;
     int ids[FWD_PREFILL];
     golden_ids(ids);
@@ -587,7 +580,7 @@ static void test_forward_batch(void **st) {
     (void)st;
     NEED_GPU();
     skv_model *m = smol_or_null();
-    if (!m) { print_message("skipped: model missing\n"); skip(); }
+    if (!m) TEST_SKIP_MODEL(TEST_SMOL);
     enum { N = 4 };
     const int V = m->cfg.vocab, S = 48;
     int ids[FWD_PREFILL];

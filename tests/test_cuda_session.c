@@ -34,6 +34,7 @@
 #include "runtime/backend/session_cuda.h"
 #include "common/util.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/test_env.h"
 #include "tests/support/test_util.h"
 #ifdef SKV_CUDA
 #include "kernels/cuda/backend.h"
@@ -109,7 +110,7 @@ static long hot_set_difference(const skv_session *a, const skv_session *b) {
 
 static void gpu_vs_cpu(const char *policy) {
     need_gpu();
-    if (!smol) { print_message("skipped: models/SmolLM2-135M-Instruct.Q4_1.gguf missing\n"); skip(); }
+    if (!smol) TEST_SKIP_MODEL(TEST_SMOL);
     const int V = smol->cfg.vocab;
     int toks[PROMPT];
     test_prompt(toks, PROMPT, V, 99);
@@ -171,7 +172,7 @@ static void test_gpu_smallkv(void **st) { (void)st; gpu_vs_cpu("smallkv"); }
 /* Refusals with their reason; no GPU needed (the model cases skip without the model). */
 static void test_refusals(void **st) {
     (void)st;
-    if (!smol) { print_message("skipped: models/SmolLM2-135M-Instruct.Q4_1.gguf missing\n"); skip(); }
+    if (!smol) TEST_SKIP_MODEL(TEST_SMOL);
     int *map = test_identity_map(smol);
     skv_session *s = mk(smol, "h2o", 0.2, map);
     /* not prefilled */

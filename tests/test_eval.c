@@ -29,6 +29,7 @@
 #include "eval/store.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
+#include "tests/support/test_env.h"
 #include "tests/support/tiny_model.h"
 
 static void test_kl_math(void **st) {
@@ -231,10 +232,8 @@ static char *record_text(const char *path, const char *policy) {
 
 static void test_generate_cells(void **st) {
     (void)st;
-    const char *d = getenv("SKV_MODELS_DIR");
     char model[512];
-    snprintf(model, sizeof model, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", d ? d : "models");
-    if (access(model, R_OK)) { print_message("needs %s: skipping\n", model); skip(); }
+    if (!test_model_path(model, sizeof model, TEST_SMOL)) TEST_SKIP_MISSING(model);
     skv_model *m = skv_model_load_gguf(model);
     assert_non_null(m);
     const char *text = "Alice keeps three red boxes in the attic. Bob keeps two blue boxes in the garage. "
@@ -276,12 +275,11 @@ static void test_generate_cells(void **st) {
 
 static void test_resume(void **st) {
     (void)st;
-    const char *b = getenv("BUILD"), *d = getenv("SKV_MODELS_DIR");
     char bin[512], model[512], out[256], cmd[2048];
-    snprintf(bin, sizeof bin, "%s/bin/smallkv", b ? b : "build");
-    snprintf(model, sizeof model, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", d ? d : "models");
-    if (access(bin, X_OK) || access(model, R_OK) || access("../shared/data/wikitext2/wiki.test.raw", R_OK)) {
-        print_message("needs %s, %s and ../shared/data: skipping\n", bin, model);
+    test_bin_path(bin, sizeof bin, "smallkv");
+    test_model_file(model, sizeof model, TEST_SMOL);
+    if (access(bin, X_OK) || access(model, R_OK) || access(TEST_DATA_DIR "/wikitext2/wiki.test.raw", R_OK)) {
+        print_message("needs %s, %s and " TEST_DATA_DIR ": skipping\n", bin, model);
         skip();
     }
     snprintf(out, sizeof out, "/tmp/skv_test_eval_resume_%d.json", (int)getpid());

@@ -20,33 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "common/util.h"
+#include "tests/support/test_env.h"
 
 #define CALIB "profiles/smollm2-135m-self.calib"
 
-static char g_dir[256];
-
-static int setup(void **st) {
-    (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv-faults-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **st) {
-    (void)st;
-    DIR *d = opendir(g_dir);
-    if (d) {
-        struct dirent *e;
-        char p[512];
-        while ((e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
-            snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(g_dir);
-    return 0;
-}
 
 static int count_temp_files(const char *dir) {
     DIR *d = opendir(dir);
@@ -80,18 +57,13 @@ static int run_limited(char *const argv[], long fsize_limit, const char *errfile
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static void mapgen_path(char *out, size_t n) {
-    const char *b = getenv("BUILD");
-    snprintf(out, n, "%s/bin/mapgen", b && *b ? b : "build");
-}
-
 static void test_full_disk_keeps_old_profile(void **st) {
     (void)st;
     char bin[512], prof[512], err[512];
-    mapgen_path(bin, sizeof bin);
+    test_bin_path(bin, sizeof bin, "mapgen");
     if (access(bin, X_OK) != 0 || access(CALIB, R_OK) != 0) skip();
-    snprintf(prof, sizeof prof, "%s/p.skvprof", g_dir);
-    snprintf(err, sizeof err, "%s/err.txt", g_dir);
+    snprintf(prof, sizeof prof, "%s/p.skvprof", test_tmpdir());
+    snprintf(err, sizeof err, "%s/err.txt", test_tmpdir());
     char *ok_argv[] = { bin, (char *)CALIB, (char *)"-o", prof, NULL };
     assert_int_equal(run_limited(ok_argv, 0, err), 0);
     size_t n_old = 0;
@@ -111,7 +83,7 @@ static void test_full_disk_keeps_old_profile(void **st) {
     assert_non_null(now);
     assert_int_equal(n_now, n_old);
     assert_memory_equal(now, old, n_old);        /* the old profile is intact */
-    assert_int_equal(count_temp_files(g_dir), 0); /* and nothing is left half-written */
+    assert_int_equal(count_temp_files(test_tmpdir()), 0); /* and nothing is left half-written */
     free(now);
     free(old);
 }
@@ -119,10 +91,10 @@ static void test_full_disk_keeps_old_profile(void **st) {
 static void test_unwritable_output_keeps_old_file(void **st) {
     (void)st;
     char path[512], bad[600];
-    snprintf(path, sizeof path, "%s/keep.bin", g_dir);
+    snprintf(path, sizeof path, "%s/keep.bin", test_tmpdir());
     assert_int_equal(skv_write_file_atomic(path, "old contents", 12), 0);
     /* a directory that does not exist, and a path below a regular file */
-    snprintf(bad, sizeof bad, "%s/missing-dir/out.bin", g_dir);
+    snprintf(bad, sizeof bad, "%s/missing-dir/out.bin", test_tmpdir());
     assert_int_equal(skv_write_file_atomic(bad, "new", 3), -1);
     assert_non_null(strstr(skv_last_error(), "missing-dir/out.bin"));
     snprintf(bad, sizeof bad, "%s/out.bin", path);
@@ -134,13 +106,13 @@ static void test_unwritable_output_keeps_old_file(void **st) {
     assert_int_equal(n, 12);
     assert_memory_equal(now, "old contents", 12);
     free(now);
-    assert_int_equal(count_temp_files(g_dir), 0);
+    assert_int_equal(count_temp_files(test_tmpdir()), 0);
 }
 
 static void test_atomic_write_replaces_whole_file(void **st) {
     (void)st;
     char path[512];
-    snprintf(path, sizeof path, "%s/replace.bin", g_dir);
+    snprintf(path, sizeof path, "%s/replace.bin", test_tmpdir());
     assert_int_equal(skv_write_file_atomic(path, "a much longer old content", 25), 0);
     assert_int_equal(skv_write_file_atomic(path, "new", 3), 0);
     size_t n = 0;
@@ -157,5 +129,5 @@ int main(void) {
         cmocka_unit_test(test_unwritable_output_keeps_old_file),
         cmocka_unit_test(test_atomic_write_replaces_whole_file),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -19,21 +19,20 @@
 #include "eval/data.h"
 #include "eval/runner.h"
 #include "common/util.h"
+#include "tests/support/test_env.h"
 
 static void test_smallkv_beats_h2o(void **st) {
     (void)st;
-    const char *d = getenv("SKV_MODELS_DIR");
     char path[512];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", d ? d : "models");
-    if (access(path, R_OK) || access("../shared/data/wikitext2/wiki.test.raw", R_OK)) {
-        print_message("needs %s and ../shared/data: skipping\n", path);
+    if (!test_model_path(path, sizeof path, TEST_SMOL) || access(TEST_DATA_DIR "/wikitext2/wiki.test.raw", R_OK)) {
+        print_message("needs %s and " TEST_DATA_DIR ": skipping\n", path);
         skip();
     }
     omp_set_num_threads(1);
     skv_model *m = skv_model_load(path);
     assert_non_null(m);
     size_t len;
-    char *text = skv_eval_corpus("../shared/data", "wikitext2", &len);
+    char *text = skv_eval_corpus(TEST_DATA_DIR, "wikitext2", &len);
     assert_non_null(text);
     const int P = 512, N = P + 501;
     int *toks = NULL;

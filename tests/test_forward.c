@@ -45,6 +45,7 @@
 #include "runtime/model/model.h"
 #include "common/util.h"
 #include "kernels/cpu/matmul.h"
+#include "tests/support/test_env.h"
 #include "tests/support/tiny_model.h"
 #include <unistd.h>
 
@@ -57,7 +58,6 @@
 #define DECODE_MEAN_TOL 0.3f    /* ... and the mean abs difference over all logits */
 #define PPL_REL 0.03            /* |ppl - transformers ppl| / transformers ppl */
 
-#define SMOL "SmolLM2-135M-Instruct.Q4_1.gguf"
 #define NPOS 64
 #define EXACT_NPOS 8
 #if defined(__SANITIZE_ADDRESS__)
@@ -75,17 +75,9 @@ typedef struct {
     float top_val[NPOS][TOPK];
 } golden;
 
-static const char *models_dir(void) {
-    const char *d = getenv("SKV_MODELS_DIR");
-    return d && *d ? d : "models";
-}
-
 static skv_model *load_or_skip(const char *file) {
     char p[1024];
-    snprintf(p, sizeof p, "%s/%s", models_dir(), file);
-    FILE *f = fopen(p, "rb");
-    if (!f) return NULL;
-    fclose(f);
+    if (!test_model_path(p, sizeof p, file)) return NULL;
     skv_model *m = skv_model_load(p);
     if (!m) fail_msg("loading %s: %s", p, skv_last_error());
     return m;
@@ -95,12 +87,12 @@ static skv_model *load_or_skip(const char *file) {
 static skv_model *g_smol;
 static bool g_smol_tried;
 static skv_model *smol(void) {
-    if (!g_smol_tried) { g_smol_tried = true; g_smol = load_or_skip(SMOL); }
+    if (!g_smol_tried) { g_smol_tried = true; g_smol = load_or_skip(TEST_SMOL); }
     return g_smol;
 }
 /* Test-owned model: SmolLM2 is shared, others are freed. */
 static void release(skv_model *m) { if (m != g_smol) skv_model_free(m); }
-static skv_model *get_model(const char *file) { return strcmp(file, SMOL) ? load_or_skip(file) : smol(); }
+static skv_model *get_model(const char *file) { return strcmp(file, TEST_SMOL) ? load_or_skip(file) : smol(); }
 
 static int read_golden(const char *path, golden *g) {
     FILE *f = fopen(path, "r");
@@ -195,13 +187,13 @@ static void golden_case(const char *model_file, const char *golden_file, bool f1
     release(m);
 }
 
-static void test_golden_smollm2_exact(void **st) { (void)st; golden_case("SmolLM2-135M-Instruct.Q4_1.gguf", "tests/golden/smollm2_logits.txt", false, true); }
-static void test_golden_smollm2_f32(void **st) { (void)st; golden_case("SmolLM2-135M-Instruct.Q4_1.gguf", "tests/golden/smollm2_logits.txt", false, false); }
-static void test_golden_smollm2_f16(void **st) { (void)st; golden_case("SmolLM2-135M-Instruct.Q4_1.gguf", "tests/golden/smollm2_logits.txt", true, false); }
+static void test_golden_smollm2_exact(void **st) { (void)st; golden_case(TEST_SMOL, "tests/golden/smollm2_logits.txt", false, true); }
+static void test_golden_smollm2_f32(void **st) { (void)st; golden_case(TEST_SMOL, "tests/golden/smollm2_logits.txt", false, false); }
+static void test_golden_smollm2_f16(void **st) { (void)st; golden_case(TEST_SMOL, "tests/golden/smollm2_logits.txt", true, false); }
 static void test_golden_qwen05_f32(void **st) {
     (void)st;
     if (SAN_BUILD) { skip(); return; }   /* the 0.5B model is slow under the sanitizers */
-    golden_case("qwen2.5-coder-0.5b.gguf", "tests/golden/qwen05_logits.txt", false, false); }
+    golden_case(TEST_QWEN05, "tests/golden/qwen05_logits.txt", false, false); }
 
 /* The wrong RoPE pairing must fail the golden comparison by far. */
 static void test_rope_mode_mixup_detected(void **st) {
@@ -460,8 +452,8 @@ static void test_errors(void **st) {
 static void tiny_hf_vs_gguf(skv_arch arch) {
     tiny_model *tm = tiny_model_new(arch, 7, 0, SKV_F32);
     assert_non_null(tm);
-    char dir[] = "/tmp/skv_fwd_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(test_tmpdir_make(dir, sizeof dir, "fwd"), 0);
     char gpath[256];
     snprintf(gpath, sizeof gpath, "%s/tiny.gguf", dir);
     assert_int_equal(tiny_model_write_hf(tm, dir, SKV_F32, 1), 0);
@@ -498,9 +490,7 @@ static void tiny_hf_vs_gguf(skv_arch arch) {
     skv_model_free(a);
     skv_model_free(b);
     tiny_model_free(tm);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(test_tmpdir_remove(dir), 0);
 }
 static void test_tiny_llama_hf_vs_gguf(void **st) { (void)st; tiny_hf_vs_gguf(SKV_ARCH_LLAMA); }
 static void test_tiny_qwen2_hf_vs_gguf(void **st) { (void)st; tiny_hf_vs_gguf(SKV_ARCH_QWEN2); }

@@ -14,32 +14,8 @@
 #include "runtime/model/gguf.h"
 #include "common/util.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/test_env.h"
 
-static char g_dir[256];
-
-static const char *models_dir(void) {
-    const char *d = getenv("SKV_MODELS_DIR");
-    return d && *d ? d : "models";
-}
-
-static const char *tmp_path(const char *name) {
-    static char p[512];
-    snprintf(p, sizeof p, "%s/%s", g_dir, name);
-    return p;
-}
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_gguf_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 /* Open `path` both ways (mapped and read into memory), expect failure with a message that
  * starts with the path and contains `want`. */
@@ -65,8 +41,7 @@ static void expect_fail(const char *path, const char *want) {
 static void test_smollm2(void **state) {
     (void)state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", models_dir());
-    if (access(path, R_OK) != 0) skip();
+    if (!test_model_path(path, sizeof path, TEST_SMOL)) TEST_SKIP_MISSING(path);
     double t0 = skv_now();
     gguf_file *f = gguf_open(path);
     double dt = skv_now() - t0;
@@ -149,13 +124,12 @@ static long mapping_rss_kb(const void *p) {
  * mapping's resident pages stay a small part of the file). */
 static void test_qwen_open_reads_metadata_only(void **state) {
     (void)state;
-    const char *files[2] = { "qwen2.5-coder-1.5b.gguf", "qwen2.5-coder-0.5b.gguf" };
+    const char *files[2] = { TEST_QWEN15, TEST_QWEN05 };
     const int tensors[2] = { 339, 291 }, blocks[2] = { 28, 24 };
     int opened = 0;
     for (int k = 0; k < 2; k++) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/%s", models_dir(), files[k]);
-        if (access(path, R_OK) != 0) continue;
+        if (!test_model_path(path, sizeof path, files[k])) continue;
         double t0 = skv_now();
         gguf_file *f = gguf_open(path);
         double dt = skv_now() - t0;
@@ -234,7 +208,7 @@ static void test_write_read_all_types(void **state) {
         if (nd == 1) ne[0] = 512;
         assert_int_equal(gw_add_tensor_f32(w, name, types[k], nd, ne, src), 0);
     }
-    const char *path = tmp_path("all.gguf");
+    const char *path = test_tmp("all.gguf");
     assert_int_equal(gw_write(w, path), 0);
 
     gguf_file *f = gguf_open(path);
@@ -329,7 +303,7 @@ static void test_version2_and_no_tensors(void **state) {
     gw_writer *w = gw_new();
     w->version = 2;
     gw_add_str(w, "general.architecture", "llama");
-    const char *path = tmp_path("v2.gguf");
+    const char *path = test_tmp("v2.gguf");
     assert_int_equal(gw_write(w, path), 0);
     gguf_file *f = gguf_open(path);
     assert_non_null(f);
@@ -370,7 +344,7 @@ static void test_truncated_everywhere(void **state) {
     uint8_t *buf = gw_build(w, &n);
     assert_non_null(buf);
     gw_free(w);
-    const char *path = tmp_path("cut.gguf");
+    const char *path = test_tmp("cut.gguf");
     assert_int_equal(gw_write_bytes(path, buf, n), 0);
     gguf_file *f = gguf_open(path);
     assert_non_null(f); /* the full file is valid */
@@ -395,7 +369,7 @@ static void test_truncated_everywhere(void **state) {
 
 static void test_bad_header(void **state) {
     (void)state;
-    const char *path = tmp_path("bad.gguf");
+    const char *path = test_tmp("bad.gguf");
     gw_writer *w = small_model();
     memcpy(&w->magic, "GGUX", 4);
     write_model(w, path);
@@ -421,8 +395,8 @@ static void test_bad_header(void **state) {
     expect_fail(path, "empty");
     assert_int_equal(gw_write_bytes(path, "GGUF\3\0\0", 7), 0);
     expect_fail(path, "truncated");
-    expect_fail(tmp_path("does-not-exist.gguf"), "cannot open");
-    expect_fail(g_dir, "not a regular file");
+    expect_fail(test_tmp("does-not-exist.gguf"), "cannot open");
+    expect_fail(test_tmpdir(), "not a regular file");
 }
 
 static void raw_kv(gw_writer *w, const char *key, uint32_t type, const void *val, size_t n) {
@@ -437,7 +411,7 @@ static void raw_kv(gw_writer *w, const char *key, uint32_t type, const void *val
 
 static void test_bad_metadata(void **state) {
     (void)state;
-    const char *path = tmp_path("badkv.gguf");
+    const char *path = test_tmp("badkv.gguf");
     gw_writer *w;
     uint8_t v[32];
     uint64_t big = 1ull << 62;
@@ -484,7 +458,7 @@ static void test_bad_metadata(void **state) {
 
 static void test_bad_tensors(void **state) {
     (void)state;
-    const char *path = tmp_path("badt.gguf");
+    const char *path = test_tmp("badt.gguf");
     gw_writer *w;
 
     w = small_model(); w->tensors[0].n_dims = 0; write_model(w, path);
@@ -540,7 +514,7 @@ static void test_mutations(void **state) {
     assert_non_null(buf);
     assert_non_null(mut);
     gw_free(w);
-    const char *path = tmp_path("mut.gguf");
+    const char *path = test_tmp("mut.gguf");
     int opened = 0, refused = 0;
     for (int iter = 0; iter < 1500; iter++) {
         memcpy(mut, buf, n);
@@ -591,8 +565,7 @@ static void test_mutations(void **state) {
 static void test_resident_equals_mapped(void **state) {
     (void)state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", models_dir());
-    if (access(path, R_OK) != 0) skip();
+    if (!test_model_path(path, sizeof path, TEST_SMOL)) TEST_SKIP_MISSING(path);
     gguf_file *a = gguf_open(path), *b = gguf_open_resident(path);
     assert_non_null(a);
     assert_non_null(b);
@@ -627,5 +600,5 @@ int main(void) {
         cmocka_unit_test(test_bad_tensors),
         cmocka_unit_test(test_mutations),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -6,7 +6,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,37 +16,18 @@
 #include "runtime/model/model.h"
 #include "runtime/model/safetensors.h"
 #include "common/util.h"
+#include "tests/support/test_env.h"
 #include "tests/support/tiny_model.h"
 
 /* ---- scratch directories ---- */
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
+/* each case gets its own: test_tmpdir_setup passes its path as *state */
 
-static int setup_dir(void **state) {
-    char *d = strdup("/tmp/skv_test_hf_XXXXXX");
-    if (!d || !mkdtemp(d)) { free(d); return -1; }
-    *state = d;
-    return 0;
-}
-
-static int teardown_dir(void **state) {
-    char *d = *state;
-    nftw(d, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(d);
-    return 0;
-}
-
-static char g_path[4][1024];
-/* dir/name in one of 4 rotating buffers */
+/* dir/name in one of test_path's rotating buffers */
 static const char *pj(const char *dir, const char *name) {
-    static int k;
-    k = (k + 1) % 4;
-    int n = snprintf(g_path[k], sizeof g_path[k], "%s/%s", dir, name);
-    assert_true(n > 0 && (size_t)n < sizeof g_path[k]);
-    return g_path[k];
+    const char *p = test_path(dir, name);
+    assert_non_null(p);
+    return p;
 }
 
 /* mkdir dir/sub and return its path (static buffer rotation) */
@@ -664,25 +644,25 @@ static void test_transformers_qwen2(void **s) { golden_check(*s, SKV_ARCH_QWEN2)
 int main(void) {
     if (getenv("SKV_HF_EXPORT")) return export_golden_dirs(getenv("SKV_HF_EXPORT"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_safetensors_format, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_safetensors_fuzz, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_llama_f32, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_llama_bf16_tied, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_qwen2_f16_tied, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_qwen2_bf16, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_qwen2_f32_sharded, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_llama_f16_sharded, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_sharded_equals_single, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_unaligned_header, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_bad_config, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_bad_tensors, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_broken_tokenizer, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_logits_llama_f32, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_logits_llama_f16, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_logits_qwen2_f32, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_logits_qwen2_bf16, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_transformers_llama, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_transformers_qwen2, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_safetensors_format, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_safetensors_fuzz, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_llama_f32, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_llama_bf16_tied, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_qwen2_f16_tied, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_qwen2_bf16, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_qwen2_f32_sharded, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_llama_f16_sharded, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_sharded_equals_single, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_unaligned_header, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_config, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_tensors, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_broken_tokenizer, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_logits_llama_f32, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_logits_llama_f16, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_logits_qwen2_f32, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_logits_qwen2_bf16, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_transformers_llama, test_tmpdir_setup, test_tmpdir_teardown),
+        cmocka_unit_test_setup_teardown(test_transformers_qwen2, test_tmpdir_setup, test_tmpdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

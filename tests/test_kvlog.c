@@ -23,6 +23,7 @@
 #include "runtime/session/session.h"
 #include "common/util.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/test_env.h"
 #include "tests/support/test_util.h"
 
 static skv_model *tiny, *smol;
@@ -177,13 +178,13 @@ static void run_case(const skv_model *m, const char *policy, double budget, int 
 
 static void test_smol_smallkv(void **st) {
     (void)st;
-    if (!smol) { print_message("models/SmolLM2-135M-Instruct.Q4_1.gguf missing\n"); skip(); }
+    if (!smol) TEST_SKIP_MODEL(TEST_SMOL);
     run_case(smol, "smallkv", 0.2, 100, 32, 1, false);
 }
 
 static void test_smol_h2o(void **st) {
     (void)st;
-    if (!smol) { print_message("models/SmolLM2-135M-Instruct.Q4_1.gguf missing\n"); skip(); }
+    if (!smol) TEST_SKIP_MODEL(TEST_SMOL);
     run_case(smol, "h2o", 0.2, 100, 32, 1, false);
 }
 

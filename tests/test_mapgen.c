@@ -16,30 +16,16 @@
 #include "profiles/profile.h"
 #include "mapgen/mapping.h"
 #include "common/util.h"
+#include "tests/support/test_env.h"
 
-static char g_dir[256], g_bin[512];
+static char g_bin[512];
 
 static int setup(void **st) {
-    (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_mapgen_XXXXXX");
-    if (!mkdtemp(g_dir)) return -1;
-    const char *env = getenv("SKV_MAPGEN"), *build = getenv("BUILD");
+    if (test_tmpdir_setup(st)) return -1;
+    const char *env = getenv("SKV_MAPGEN");
     if (env && *env) snprintf(g_bin, sizeof g_bin, "%s", env);
-    else snprintf(g_bin, sizeof g_bin, "%s/bin/mapgen", build && *build ? build : "build");
+    else test_bin_path(g_bin, sizeof g_bin, "mapgen");
     return 0;
-}
-static int teardown(void **st) {
-    (void)st;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-static const char *tmp_path(const char *name) {
-    static char buf[8][320];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
 }
 
 static void need_binary(void) {
@@ -52,7 +38,7 @@ static void need_binary(void) {
 /* run "mapgen ARGS", stdout+stderr into OUT; returns the exit status */
 static int run(const char *args, char **out) {
     char cmd[2048];
-    const char *log = tmp_path("run.log");
+    const char *log = test_tmp("run.log");
     snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", g_bin, args, log);
     int st = system(cmd);
     if (out) *out = skv_read_file(log, NULL);
@@ -106,7 +92,7 @@ static void write_shards(void) {
         for (int w = k; w < NW; w += 3) add(c, w);
         char name[32];
         snprintf(name, sizeof name, "s%d.calib", k);
-        assert_int_equal(skv_calib_write(c, tmp_path(name)), 0);
+        assert_int_equal(skv_calib_write(c, test_tmp(name)), 0);
         skv_calib_free(c);
     }
 }
@@ -123,25 +109,25 @@ static void test_args(void **st) {
     free(out);
     write_shards();
     char args[1024];
-    snprintf(args, sizeof args, "%s", tmp_path("s0.calib"));
+    snprintf(args, sizeof args, "%s", test_tmp("s0.calib"));
     assert_int_equal(run(args, &out), 2);                   /* no -o */
     assert_non_null(strstr(out, "-o PROFILE"));
     free(out);
-    snprintf(args, sizeof args, "%s -o %s --metric dot", tmp_path("s0.calib"), tmp_path("x.skvprof"));
+    snprintf(args, sizeof args, "%s -o %s --metric dot", test_tmp("s0.calib"), test_tmp("x.skvprof"));
     assert_int_equal(run(args, &out), 2);
     assert_non_null(strstr(out, "unknown metric 'dot'"));
     free(out);
-    snprintf(args, sizeof args, "%s -o %s --eps 1.5", tmp_path("s0.calib"), tmp_path("x.skvprof"));
+    snprintf(args, sizeof args, "%s -o %s --eps 1.5", test_tmp("s0.calib"), test_tmp("x.skvprof"));
     assert_int_equal(run(args, NULL), 2);
-    snprintf(args, sizeof args, "%s -o %s --max-depth x", tmp_path("s0.calib"), tmp_path("x.skvprof"));
+    snprintf(args, sizeof args, "%s -o %s --max-depth x", test_tmp("s0.calib"), test_tmp("x.skvprof"));
     assert_int_equal(run(args, NULL), 2);
-    snprintf(args, sizeof args, "%s -o %s --bogus", tmp_path("s0.calib"), tmp_path("x.skvprof"));
+    snprintf(args, sizeof args, "%s -o %s --bogus", test_tmp("s0.calib"), test_tmp("x.skvprof"));
     assert_int_equal(run(args, NULL), 2);
-    snprintf(args, sizeof args, "%s -o %s", tmp_path("missing.calib"), tmp_path("x.skvprof"));
+    snprintf(args, sizeof args, "%s -o %s", test_tmp("missing.calib"), test_tmp("x.skvprof"));
     assert_int_equal(run(args, &out), 1);
     assert_non_null(strstr(out, "missing.calib: cannot open"));
     free(out);
-    assert_int_equal(access(tmp_path("x.skvprof"), F_OK), -1);   /* nothing written on failure */
+    assert_int_equal(access(test_tmp("x.skvprof"), F_OK), -1);   /* nothing written on failure */
 }
 
 static void test_merge_equals_single(void **st) {
@@ -164,15 +150,15 @@ static void test_merge_equals_single(void **st) {
         snprintf(p0, sizeof p0, "%s.calib", a[0]);
         snprintf(p1, sizeof p1, "%s.calib", a[1]);
         snprintf(p2, sizeof p2, "%s.calib", a[2]);
-        snprintf(args, sizeof args, "%s %s %s -o %s --metric cosine --eps 0.05 --report %s", tmp_path(p0),
-                 tmp_path(p1), tmp_path(p2), tmp_path("m.skvprof"), tmp_path("m.html"));
+        snprintf(args, sizeof args, "%s %s %s -o %s --metric cosine --eps 0.05 --report %s", test_tmp(p0),
+                 test_tmp(p1), test_tmp(p2), test_tmp("m.skvprof"), test_tmp("m.html"));
         char *out;
         int rc = run(args, &out);
         if (rc != 0) fail_msg("mapgen failed (%d): %s", rc, out);
         assert_non_null(strstr(out, "early stop: depth"));
         assert_non_null(strstr(out, "merged 3 files: 9 windows"));
         free(out);
-        skv_profile *p = skv_profile_load(tmp_path("m.skvprof"));
+        skv_profile *p = skv_profile_load(test_tmp("m.skvprof"));
         if (!p) fail_msg("%s", skv_last_error());
         assert_int_equal(p->depth, ref->depth);
         assert_memory_equal(p->map, ref->map, (size_t)ref->n_llm * 4);
@@ -181,14 +167,14 @@ static void test_merge_equals_single(void **st) {
         assert_memory_equal(p->sim_std, ref->sim_std, (size_t)ref->n_metrics * ref->n_llm * ref->n_slm * 4);
         skv_profile_free(p);
         size_t len;
-        char *buf = skv_read_file(tmp_path("m.skvprof"), &len);
+        char *buf = skv_read_file(test_tmp("m.skvprof"), &len);
         if (!first) { first = buf; first_len = len; }
         else {
             assert_int_equal(len, first_len);
             assert_memory_equal(buf, first, len);          /* same bytes whatever the order */
             free(buf);
         }
-        char *page = skv_read_file(tmp_path("m.html"), NULL);
+        char *page = skv_read_file(test_tmp("m.html"), NULL);
         assert_non_null(page);
         assert_non_null(strstr(page, "<svg"));
         assert_non_null(strstr(page, "</html>"));
@@ -206,13 +192,13 @@ static void test_depth_cap(void **st) {
     need_binary();
     write_shards();
     char args[1024], *out;
-    snprintf(args, sizeof args, "%s %s %s -o %s --metric jaccard --eps 0 --max-depth 1", tmp_path("s0.calib"),
-             tmp_path("s1.calib"), tmp_path("s2.calib"), tmp_path("cap.skvprof"));
+    snprintf(args, sizeof args, "%s %s %s -o %s --metric jaccard --eps 0 --max-depth 1", test_tmp("s0.calib"),
+             test_tmp("s1.calib"), test_tmp("s2.calib"), test_tmp("cap.skvprof"));
     int rc = run(args, &out);
     if (rc) fail_msg("%s", out);
     assert_non_null(strstr(out, "capped by --max-depth"));
     free(out);
-    skv_profile *p = skv_profile_load(tmp_path("cap.skvprof"));
+    skv_profile *p = skv_profile_load(test_tmp("cap.skvprof"));
     assert_non_null(p);
     assert_int_equal(p->depth, 1);
     assert_int_equal(p->max_depth, 1);
@@ -226,30 +212,30 @@ static void test_refusals(void **st) {
     write_shards();
     char args[1024], *out;
     /* a shard given twice overlaps itself */
-    snprintf(args, sizeof args, "%s %s -o %s", tmp_path("s0.calib"), tmp_path("s0.calib"), tmp_path("r.skvprof"));
+    snprintf(args, sizeof args, "%s %s -o %s", test_tmp("s0.calib"), test_tmp("s0.calib"), test_tmp("r.skvprof"));
     assert_int_equal(run(args, &out), 1);
     assert_non_null(strstr(out, "overlapping"));
     free(out);
     /* a shard of a different LLM */
     skv_calib *c = mk(1, "bbbb");
     add(c, 1);
-    assert_int_equal(skv_calib_write(c, tmp_path("other.calib")), 0);
+    assert_int_equal(skv_calib_write(c, test_tmp("other.calib")), 0);
     skv_calib_free(c);
-    snprintf(args, sizeof args, "%s %s -o %s", tmp_path("s0.calib"), tmp_path("other.calib"), tmp_path("r.skvprof"));
+    snprintf(args, sizeof args, "%s %s -o %s", test_tmp("s0.calib"), test_tmp("other.calib"), test_tmp("r.skvprof"));
     assert_int_equal(run(args, &out), 1);
     assert_non_null(strstr(out, "LLM differs: weight_hash"));
     free(out);
     /* a damaged file */
     size_t len;
-    char *buf = skv_read_file(tmp_path("s1.calib"), &len);
+    char *buf = skv_read_file(test_tmp("s1.calib"), &len);
     buf[len / 2] ^= 0x10;
-    assert_int_equal(skv_write_file_atomic(tmp_path("bad.calib"), buf, len), 0);
+    assert_int_equal(skv_write_file_atomic(test_tmp("bad.calib"), buf, len), 0);
     free(buf);
-    snprintf(args, sizeof args, "%s %s -o %s", tmp_path("s0.calib"), tmp_path("bad.calib"), tmp_path("r.skvprof"));
+    snprintf(args, sizeof args, "%s %s -o %s", test_tmp("s0.calib"), test_tmp("bad.calib"), test_tmp("r.skvprof"));
     assert_int_equal(run(args, &out), 1);
     assert_non_null(strstr(out, "bad.calib: corrupted calibration file"));
     free(out);
-    assert_int_equal(access(tmp_path("r.skvprof"), F_OK), -1);
+    assert_int_equal(access(test_tmp("r.skvprof"), F_OK), -1);
 }
 
 int main(void) {
@@ -259,5 +245,5 @@ int main(void) {
         cmocka_unit_test(test_depth_cap),
         cmocka_unit_test(test_refusals),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, test_tmpdir_teardown);
 }

@@ -21,26 +21,8 @@
 #include "mapgen/report_html.h"
 #include "common/util.h"
 #include "tests/support/calib_fixtures.h"
+#include "tests/support/test_env.h"
 
-static char g_dir[256];
-static int setup_dir(void **st) {
-    (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_profile_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-static int teardown_dir(void **st) {
-    (void)st;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-static const char *tmp_path(const char *name) {
-    static char buf[4][320];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
 
 static skv_calib_settings mkset(int windows, unsigned metrics) {
     skv_calib_settings s;
@@ -160,7 +142,7 @@ static skv_profile *mixed_profile(void) {
 static void test_roundtrip(void **st) {
     (void)st;
     skv_profile *p = mixed_profile();
-    const char *path = tmp_path("a.skvprof");
+    const char *path = test_tmp("a.skvprof");
     assert_int_equal(skv_profile_write(p, path), 0);
     skv_profile *q = skv_profile_load(path);
     if (!q) fail_msg("%s", skv_last_error());
@@ -218,7 +200,7 @@ static void write_plain(const char *path, const void *d, size_t n) {
 static void test_corruption(void **st) {
     (void)st;
     skv_profile *p = mixed_profile();
-    const char *good = tmp_path("good.skvprof"), *bad = tmp_path("bad.skvprof");
+    const char *good = test_tmp("good.skvprof"), *bad = test_tmp("bad.skvprof");
     assert_int_equal(skv_profile_write(p, good), 0);
     skv_profile_free(p);
     size_t len;
@@ -297,7 +279,7 @@ static int html_balanced(const char *s, char *why, size_t why_len) {
 static void test_print_and_report(void **st) {
     (void)st;
     skv_profile *p = mixed_profile();
-    const char *path = tmp_path("show.skvprof"), *html = tmp_path("report.html"), *txt = tmp_path("show.txt");
+    const char *path = test_tmp("show.skvprof"), *html = test_tmp("report.html"), *txt = test_tmp("show.txt");
     assert_int_equal(skv_profile_write(p, path), 0);
     FILE *f = fopen(txt, "w");
     assert_int_equal(skv_profile_print(path, f), 0);
@@ -307,7 +289,7 @@ static void test_print_and_report(void **st) {
     assert_non_null(strstr(out, "<- chosen"));
     assert_non_null(strstr(out, "qwen2-4x3"));
     free(out);
-    assert_int_equal(skv_profile_print(tmp_path("missing.skvprof"), stdout), -1);
+    assert_int_equal(skv_profile_print(test_tmp("missing.skvprof"), stdout), -1);
     assert_int_equal(skv_report_html(p, html), 0);
     char *page = skv_read_file(html, NULL);
     assert_non_null(page);
@@ -339,7 +321,7 @@ static void test_load_speed(void **st) {
     free(S);
     skv_profile *p = skv_profile_build(c, SKV_METRIC_JACCARD, 0.01, 0, "test");
     assert_non_null(p);
-    const char *path = tmp_path("big.skvprof"), *html = tmp_path("big.html");
+    const char *path = test_tmp("big.skvprof"), *html = test_tmp("big.html");
     assert_int_equal(skv_profile_write(p, path), 0);
     assert_int_equal(skv_report_html(p, html), 0);
     double t0 = skv_now();
@@ -362,10 +344,8 @@ static void test_load_speed(void **st) {
 /* fingerprints of the CI model: stable, sampled != full, refuses a profile made for another model */
 static void test_model_fingerprint(void **st) {
     (void)st;
-    const char *dir = getenv("SKV_MODELS_DIR");
     char path[512];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir && *dir ? dir : "models");
-    if (access(path, R_OK) != 0) { print_message("%s missing: skipping\n", path); skip(); }
+    if (!test_model_path(path, sizeof path, TEST_SMOL)) TEST_SKIP_MISSING(path);
     skv_model *m = skv_model_load(path);
     if (!m) fail_msg("%s", skv_last_error());
     skv_model_fp a, b, full;
@@ -404,5 +384,5 @@ int main(void) {
         cmocka_unit_test(test_load_speed),
         cmocka_unit_test(test_model_fingerprint),
     };
-    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -22,6 +22,7 @@
 #include "kernels/cpu/quant.h"
 #include "runtime/model/gguf.h"
 #include "common/util.h"
+#include "tests/support/test_env.h"
 
 static void expect_near(float got, float want, float tol, const char *what, int i) {
     if (!(fabsf(got - want) <= tol)) {
@@ -359,11 +360,6 @@ static void test_q8_K_bsums(void **state) {
 
 /* ---------------------------------------------------------------- gguf-py golden rows */
 
-static const char *models_dir(void) {
-    const char *d = getenv("SKV_MODELS_DIR");
-    return d && *d ? d : "models";
-}
-
 /* Compare every golden entry whose model file starts with `prefix`. Skips when the
  * model is missing. */
 static void golden(const char *prefix) {
@@ -381,7 +377,7 @@ static void golden(const char *prefix) {
         assert_non_null(vals);
         if (strncmp(model, prefix, strlen(prefix)) != 0) continue;
         char path[1024];
-        snprintf(path, sizeof path, "%s/%s", models_dir(), model);
+        test_model_file(path, sizeof path, model);
         gguf_file *f = gguf_open(path);
         if (!f) { missing++; continue; }
         const gguf_tensor *t = gguf_find_tensor(f, name);

@@ -28,20 +28,8 @@
 #include "runtime/model/safetensors.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
+#include "tests/support/test_env.h"
 
-static char g_dir[256];
-
-static int setup(void **st) {
-    (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/skv_test_regress_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-static int teardown(void **st) {
-    (void)st;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 /* Calls fn(path) for every regular file in tests/regress/<sub>/ (sorted); returns the count. */
 typedef void (*replay_fn)(const char *path);
@@ -109,7 +97,7 @@ static void replay_gguf(const char *path) {
 
 static void replay_tokenizer(const char *path) {
     char dst[300];
-    snprintf(dst, sizeof dst, "%s/tokenizer.json", g_dir);
+    snprintf(dst, sizeof dst, "%s/tokenizer.json", test_tmpdir());
     copy_to(path, dst);
     skv_clear_error();
     skv_tokenizer *t = skv_tokenizer_from_json(dst);
@@ -130,10 +118,10 @@ static void replay_safetensors(const char *path) {
 
 static void replay_hf_config(const char *path) {
     char dst[300];
-    snprintf(dst, sizeof dst, "%s/config.json", g_dir);
+    snprintf(dst, sizeof dst, "%s/config.json", test_tmpdir());
     copy_to(path, dst);
     skv_clear_error();
-    skv_model *m = skv_model_load_hf(g_dir);   /* no weights here: must be refused */
+    skv_model *m = skv_model_load_hf(test_tmpdir());   /* no weights here: must be refused */
     assert_null(m);
     refused_with_message(path);
     unlink(dst);
@@ -182,10 +170,8 @@ static void test_regress_profile(void **st) { (void)st; each_file("profile", rep
 
 static void test_regress_text(void **st) {
     (void)st;
-    const char *dir = getenv("SKV_MODELS_DIR");
     char path[512];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir && dir[0] ? dir : "models");
-    if (access(path, R_OK) != 0) skip();
+    if (!test_model_path(path, sizeof path, TEST_SMOL)) TEST_SKIP_MISSING(path);
     gguf_file *f = gguf_open(path);
     assert_non_null(f);
     g_tok = skv_tokenizer_from_gguf(f);
@@ -313,5 +299,5 @@ int main(void) {
         cmocka_unit_test(test_regress_bos_id_2pow31),
         cmocka_unit_test(test_gguf_open_memory_matches_file),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

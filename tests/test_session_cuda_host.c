@@ -60,6 +60,7 @@
 
 #include "kernels/cpu/compensate.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/test_env.h"
 #include "tests/support/test_util.h"
 
 /* ---------------------------------------------------------------- fake device */
@@ -210,13 +211,13 @@ static void same_as_cpu(const skv_model *m, const char *policy, double budget, i
 
 static void test_smol_smallkv(void **st) {
     (void)st;
-    if (!smol) { print_message("models/SmolLM2-135M-Instruct.Q4_1.gguf missing\n"); skip(); }
+    if (!smol) TEST_SKIP_MODEL(TEST_SMOL);
     same_as_cpu(smol, "smallkv", 0.2, 100, 32, true);
 }
 
 static void test_smol_h2o(void **st) {
     (void)st;
-    if (!smol) { print_message("models/SmolLM2-135M-Instruct.Q4_1.gguf missing\n"); skip(); }
+    if (!smol) TEST_SKIP_MODEL(TEST_SMOL);
     same_as_cpu(smol, "h2o", 0.2, 100, 32, true);
 }
 

@@ -18,6 +18,7 @@
 #include "runtime/tokenizer/tokenizer_internal.h"
 #include "common/util.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/test_env.h"
 
 /* ---------------------------------------------------------------- fixtures */
 
@@ -28,19 +29,12 @@ typedef struct {
 } model_tok;
 
 static model_tok g_smol, g_q05, g_q15;
-static char g_tmpdir[256];
-
-static const char *models_dir(void) {
-    const char *d = getenv("SKV_MODELS_DIR");
-    return d && *d ? d : "models";
-}
 
 static skv_tokenizer *get_tok(model_tok *m, const char *file) {
     if (!m->tried) {
         m->tried = 1;
         char path[512];
-        snprintf(path, sizeof path, "%s/%s", models_dir(), file);
-        if (access(path, R_OK) != 0) return NULL;
+        if (!test_model_path(path, sizeof path, file)) return NULL;
         m->f = gguf_open(path);
         if (!m->f) fail_msg("gguf_open %s: %s", path, skv_last_error());
         m->t = skv_tokenizer_from_gguf(m->f);
@@ -48,23 +42,14 @@ static skv_tokenizer *get_tok(model_tok *m, const char *file) {
     }
     return m->t;
 }
-static skv_tokenizer *smol(void) { return get_tok(&g_smol, "SmolLM2-135M-Instruct.Q4_1.gguf"); }
-static skv_tokenizer *q05(void) { return get_tok(&g_q05, "qwen2.5-coder-0.5b.gguf"); }
-static skv_tokenizer *q15(void) { return get_tok(&g_q15, "qwen2.5-coder-1.5b.gguf"); }
+static skv_tokenizer *smol(void) { return get_tok(&g_smol, TEST_SMOL); }
+static skv_tokenizer *q05(void) { return get_tok(&g_q05, TEST_QWEN05); }
+static skv_tokenizer *q15(void) { return get_tok(&g_q15, TEST_QWEN15); }
 
-static int group_setup(void **state) {
-    (void)state;
-    snprintf(g_tmpdir, sizeof g_tmpdir, "/tmp/skv_test_tok.XXXXXX");
-    if (!mkdtemp(g_tmpdir)) return -1;
-    return 0;
-}
 static int group_teardown(void **state) {
-    (void)state;
     model_tok *all[] = { &g_smol, &g_q05, &g_q15 };
     for (int i = 0; i < 3; i++) { skv_tokenizer_free(all[i]->t); gguf_close(all[i]->f); }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_tmpdir_teardown(state);
 }
 
 /* ---------------------------------------------------------------- golden files */
@@ -411,7 +396,7 @@ static void test_json_derived(void **state) {
     skv_tokenizer *g = smol();
     if (!g) skip();
     char dir[300], path[400];
-    snprintf(dir, sizeof dir, "%s/smol", g_tmpdir);
+    snprintf(dir, sizeof dir, "%s/smol", test_tmpdir());
     assert_int_equal(mkdir(dir, 0700), 0);
     export_json(g, dir, SMOL_PRE);
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
@@ -449,7 +434,7 @@ static const char TINY_FMT[] =
 
 static skv_tokenizer *tiny(const char *name, const char *extra_vocab, const char *merges, const char *pre) {
     char path[400], text[2048];
-    snprintf(path, sizeof path, "%s/%s.json", g_tmpdir, name);
+    snprintf(path, sizeof path, "%s/%s.json", test_tmpdir(), name);
     snprintf(text, sizeof text, TINY_FMT, extra_vocab, merges, pre);
     write_text(path, text);
     return skv_tokenizer_from_json(path);
@@ -481,7 +466,7 @@ static void test_json_tiny(void **state) {
 
 static void expect_bad(const char *name, const char *text, const char *needle) {
     char path[400];
-    snprintf(path, sizeof path, "%s/%s.json", g_tmpdir, name);
+    snprintf(path, sizeof path, "%s/%s.json", test_tmpdir(), name);
     write_text(path, text);
     skv_tokenizer *t = skv_tokenizer_from_json(path);
     if (t) fail_msg("%s: loaded a bad tokenizer.json", name);
@@ -538,7 +523,7 @@ static skv_tokenizer *gguf_tok(int variant, gguf_file **fout) {
     gw_add_u32(w, "tokenizer.ggml.eos_token_id", 5);
     gw_add_bool(w, "tokenizer.ggml.add_bos_token", true);
     char path[400];
-    snprintf(path, sizeof path, "%s/tok%d.gguf", g_tmpdir, variant);
+    snprintf(path, sizeof path, "%s/tok%d.gguf", test_tmpdir(), variant);
     assert_int_equal(gw_write(w, path), 0);
     gw_free(w);
     gguf_file *f = gguf_open(path);
@@ -564,7 +549,7 @@ static void test_gguf_small_and_bad(void **state) {
     for (int v = 1; v <= 5; v++) {
         t = gguf_tok(v, &f);
         if (t) fail_msg("variant %d loaded", v);
-        if (!strstr(skv_last_error(), needle[v]) || !strstr(skv_last_error(), g_tmpdir))
+        if (!strstr(skv_last_error(), needle[v]) || !strstr(skv_last_error(), test_tmpdir()))
             fail_msg("variant %d: error '%s' lacks '%s'", v, skv_last_error(), needle[v]);
         gguf_close(f);
     }
@@ -644,5 +629,5 @@ int main(void) {
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_speed_wikitext),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, group_teardown);
 }

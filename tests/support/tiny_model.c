@@ -2,6 +2,7 @@
  * (see tiny_model.h). Test support only. */
 #include "tiny_model.h"
 #include "gguf_writer.h"
+#include "test_env.h"
 #include "common/util.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,9 +355,7 @@ skv_model *test_load_smollm2(void) { return test_load_smollm2_ex(0); }
 
 skv_model *test_load_smollm2_ex(int flags) {
     char path[1024];
-    const char *dir = getenv("SKV_MODELS_DIR");
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir && *dir ? dir : "models");
-    return access(path, R_OK) == 0 ? skv_model_load_ex(path, flags) : NULL;
+    return test_model_path(path, sizeof path, TEST_SMOL) ? skv_model_load_ex(path, flags) : NULL;
 }
 
 int test_models_load(skv_model **tiny, skv_model **smol, skv_arch arch, uint64_t seed, const char *tag) {
