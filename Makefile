@@ -6,6 +6,7 @@
 #   make bench        speed benchmark table
 #   make bench-ab BASE=rev   decode speed of the working tree against rev, as ratios
 #   make CUDA=1       with the CUDA backend (kernels/cuda/, nvcc + cuBLAS; dir build-cuda/)
+#   make install PREFIX=~/.local   library (static + shared), header, smallkv.pc, tools
 CC      ?= gcc
 SAN     ?= 0
 CUDA    ?= 0
@@ -15,9 +16,10 @@ BUILD   := build$(if $(filter 1,$(SAN)),-san,)$(if $(filter 1,$(CUDA)),-cuda,)
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -fopenmp \
            -mavx2 -mfma -mf16c -MMD -MP -I. $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  := -fopenmp -lzstd -lcjson -lm
+SAN_FLAGS := -fsanitize=address,undefined
 ifeq ($(SAN),1)
-CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-LDLIBS  += -fsanitize=address,undefined
+CFLAGS  += $(SAN_FLAGS) -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDLIBS  += $(SAN_FLAGS)
 endif
 
 # the library: every stage's code but the tools' mains (calibrate/calibrate.c,
@@ -39,11 +41,12 @@ NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS := -std=c++17 $(OPT) -g -lineinfo $(CUDA_ARCH) -Werror all-warnings -I. \
              -Xcompiler -Wall,-Wextra,-Werror,-fPIC -MMD -MP
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 ifeq ($(CUDA),1)
 CU_SRC  := $(wildcard kernels/cuda/*.cu)
 LIB_OBJ += $(CU_SRC:%.cu=$(BUILD)/%.o)
 CFLAGS  += -DSKV_CUDA=1
-LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+LDLIBS  += $(CUDA_LIBS)
 endif
 
 # tools: one main per file
@@ -71,7 +74,8 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: bench-ab all test check run deps models models-test bench clean tools print-lib-src
+.PHONY: bench-ab all test check run deps models models-test bench clean tools print-lib-src \
+        install uninstall shared
 all: $(LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
 
@@ -117,6 +121,75 @@ $(BUILD)/examples/%.o: CFLAGS += -Iinclude
 $(BUILD)/bin/%: $(BUILD)/examples/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# ---- install: make install [PREFIX=/usr/local] [DESTDIR=], make uninstall (same PREFIX) ----
+# Installs (README "Install"; tests/test_install.c builds examples/ against the result):
+#   $(PREFIX)/lib/libsmallkv.a                  the build's archive, as the tools link it
+#   $(PREFIX)/lib/libsmallkv.so.$(SKV_VERSION)  the shared library, soname libsmallkv.so.$(SKV_SOVERSION),
+#     with the links libsmallkv.so.$(SKV_SOVERSION) and libsmallkv.so; it exports only the
+#     smallkv_* API (smallkv.map) and records its own dependencies (libgomp, zstd, cJSON, m)
+#   $(PREFIX)/include/smallkv.h                 the public header, nothing else
+#   $(PREFIX)/lib/pkgconfig/smallkv.pc          from smallkv.pc.in, with PREFIX substituted
+#   $(PREFIX)/bin/{smallkv,calibrate,mapgen}    the tools
+# DESTDIR is put in front of every path (a staging root for packagers); smallkv.pc names
+# PREFIX alone. The shared library is built only for install (or `make shared`), from -fPIC
+# copies of the library's objects in $(BUILD)/pic/: the archive, the tools and the tests keep
+# their position-dependent code. CUDA=1: the .cu objects are already -fPIC and go in as they
+# are; smallkv.pc then also lists cuBLAS/cudart. SAN=1 installs the sanitizer build, and
+# smallkv.pc asks for the sanitizer runtime in every link (ASan must be loaded first).
+SKV_VERSION   := 0.1.0
+SKV_SOVERSION := 0
+PREFIX  ?= /usr/local
+DESTDIR ?=
+SONAME  := libsmallkv.so.$(SKV_SOVERSION)
+SHLIB   := $(BUILD)/libsmallkv.so.$(SKV_VERSION)
+PIC_OBJ := $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
+INSTALL_TOOLS := $(BUILD)/bin/smallkv $(BUILD)/bin/calibrate $(BUILD)/bin/mapgen
+# smallkv.pc: beyond -lsmallkv, what every link needs (Libs) and what a static link needs
+# (Libs.private; zstd and cJSON come through Requires.private, from their own .pc files)
+PC_LIBS         := $(if $(filter 1,$(SAN)), $(SAN_FLAGS),)
+PC_LIBS_PRIVATE := $(if $(filter 1,$(CUDA)), $(CUDA_LIBS),)
+I_LIB := $(DESTDIR)$(PREFIX)/lib
+I_INC := $(DESTDIR)$(PREFIX)/include
+I_BIN := $(DESTDIR)$(PREFIX)/bin
+I_PC  := $(DESTDIR)$(PREFIX)/lib/pkgconfig
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -c $< -o $@
+
+# -z defs: every symbol the library uses resolves at its own link (none left to the program)
+$(SHLIB): $(PIC_OBJ) smallkv.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=smallkv.map -Wl,-z,defs \
+	  $(PIC_OBJ) -o $@ $(LDLIBS)
+shared: $(SHLIB)
+
+# written next to the build's objects (to a temporary name, then renamed), installed from there
+$(BUILD)/smallkv.pc: smallkv.pc.in FORCE
+	@mkdir -p $(dir $@)
+	@sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(SKV_VERSION)|g' \
+	  -e 's|@LIBS_EXTRA@|$(PC_LIBS)|g' -e 's|@LIBS_PRIVATE_EXTRA@|$(PC_LIBS_PRIVATE)|g' \
+	  $< > $@.tmp && mv $@.tmp $@
+.PHONY: FORCE
+FORCE:
+
+install: $(LIB) $(SHLIB) $(BUILD)/smallkv.pc $(INSTALL_TOOLS)
+	install -d "$(I_LIB)" "$(I_INC)" "$(I_BIN)" "$(I_PC)"
+	install -m 644 $(LIB) "$(I_LIB)/libsmallkv.a"
+	install -m 755 $(SHLIB) "$(I_LIB)/libsmallkv.so.$(SKV_VERSION)"
+	ln -sfn libsmallkv.so.$(SKV_VERSION) "$(I_LIB)/$(SONAME)"
+	ln -sfn $(SONAME) "$(I_LIB)/libsmallkv.so"
+	install -m 644 include/smallkv.h "$(I_INC)/smallkv.h"
+	install -m 644 $(BUILD)/smallkv.pc "$(I_PC)/smallkv.pc"
+	install -m 755 $(INSTALL_TOOLS) "$(I_BIN)/"
+
+# removes the files install writes, then those of its directories that are left empty
+uninstall:
+	rm -f "$(I_LIB)/libsmallkv.a" "$(I_LIB)/libsmallkv.so.$(SKV_VERSION)" "$(I_LIB)/$(SONAME)" \
+	  "$(I_LIB)/libsmallkv.so" "$(I_INC)/smallkv.h" "$(I_PC)/smallkv.pc" \
+	  $(foreach t,$(notdir $(INSTALL_TOOLS)),"$(I_BIN)/$(t)")
+	@for d in "$(I_PC)" "$(I_LIB)" "$(I_INC)" "$(I_BIN)"; do \
+	  if [ -d "$$d" ]; then rmdir --ignore-fail-on-non-empty "$$d"; fi; done
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUP_OBJ) $(LIB)
 	@mkdir -p $(dir $@)

@@ -11,7 +11,8 @@
  * Errors: functions that can fail return NULL or -1; smallkv_last_error() then says why
  * (a thread-local message naming the file or the option). Nothing aborts on bad input.
  * Threads: one handle per thread at a time; the pair may be shared by sessions of one
- * thread. Weights are memory-mapped read-only. Link with build/libsmallkv.a and
+ * thread. Weights are memory-mapped read-only. Link with `pkg-config --cflags --libs smallkv`
+ * after `make install` (--static for the archive), or in the tree with build/libsmallkv.a and
  * -fopenmp -lzstd -lcjson -lm. See docs/api.md and examples/generate_pair.c. */
 #ifndef SMALLKV_H
 #define SMALLKV_H
