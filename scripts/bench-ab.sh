@@ -36,7 +36,7 @@ build_so "$tmp/base" "$tmp/libA.so" &
 pid=$!
 build_so "$root" "$tmp/libB.so"
 wait "$pid"
-cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror "$root/bench/bench_pair.c" -o "$tmp/bench_pair" -ldl
+cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$root" "$root/bench/bench_pair.c" -o "$tmp/bench_pair" -ldl
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 echo "decode ms/step, $OMP_NUM_THREADS threads, fp16 KV cache; A = $base ($(git rev-parse --short "$base")), B = working tree"
 echo
