@@ -7,6 +7,7 @@
 #   make bench-ab BASE=rev   decode speed of the working tree against rev, as ratios
 #   make CUDA=1       with the CUDA backend (kernels/cuda/, nvcc + cuBLAS; dir build-cuda/)
 #   make install PREFIX=~/.local   library (static + shared), header, smallkv.pc, tools
+#   make profiles     rebuild the shipped profiles from ../shared/data (scripts/make-profiles.sh)
 CC      ?= gcc
 SAN     ?= 0
 CUDA    ?= 0
@@ -74,7 +75,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: bench-ab all test check run deps models models-test bench clean tools print-lib-src \
+.PHONY: profiles bench-ab all test check run deps models models-test bench clean tools print-lib-src \
         install uninstall shared
 all: $(LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
@@ -222,6 +223,11 @@ bench: all
 	$(BUILD)/bin/bench $(if $(filter quick,$(BENCH)),--quick,) $(if $(filter pair,$(BENCH)),--pair-only,)
 
 # the working tree's decode speed against revision BASE (default HEAD) as ratios measured in
+# rebuild the shipped profiles from ../shared/data (scripts/make-profiles.sh; about 20 min
+# on 2 cores; `make profiles PROFILES=smollm2` for one; resumes from $(BUILD)/profiles-work/)
+profiles: tools
+	BUILD=$(BUILD) scripts/make-profiles.sh $(PROFILES)
+
 # one process, both builds side by side (scripts/bench-ab.sh, bench/bench_pair.c)
 bench-ab:
 	scripts/bench-ab.sh $(or $(BASE),HEAD)

@@ -223,7 +223,7 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
 
     /* corpora readable (stat + content hash) before anything expensive */
     for (int c = 0; c < o->n_corpora; c++) {
-        if (skv_corpus_info_from_file(o->corpora[c], &set.corpora[c])) { skv_error_prefix("corpus unreadable"); goto done; }
+        if (skv_corpus_info_from_file(o->corpora[c], o->corpus_names[c], &set.corpora[c])) { skv_error_prefix("corpus unreadable"); goto done; }
         if (set.corpora[c].bytes == 0) { skv_error("%s: corpus is empty", o->corpora[c]); goto done; }
     }
     set.n_corpora = o->n_corpora;

@@ -27,7 +27,8 @@
 
 typedef struct {
     const char *slm_path, *llm_path;
-    const char *corpora[SKV_CALIB_MAX_CORPORA];
+    const char *corpora[SKV_CALIB_MAX_CORPORA];       /* files */
+    const char *corpus_names[SKV_CALIB_MAX_CORPORA];  /* recorded names (NULL: file name) */
     int n_corpora;
     const char *out;           /* calibration file written (and read back with resume) */
     int window;                /* W (default 512 when 0) */

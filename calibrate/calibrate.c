@@ -24,8 +24,10 @@ static void usage(FILE *f) {
         "text and write a calibration file (input of mapgen).\n"
         "  --slm PATH             small model (GGUF file or Hugging Face directory)\n"
         "  --llm PATH             large model (must share the SLM's tokenizer)\n"
-        "  --corpus FILE          text corpus (repeatable, at most %d; tokenised one by one and\n"
-        "                         concatenated in the given order; windows never straddle two)\n"
+        "  --corpus [NAME=]FILE   text corpus (repeatable, at most %d; tokenised one by one and\n"
+        "                         concatenated in the given order; windows never straddle two).\n"
+        "                         Recorded as NAME (letters, digits, . _ + -; default: the file's\n"
+        "                         name without its folder) with its size and sha256, never a path\n"
         "  -o, --output OUT       calibration file to write (checkpointed atomically)\n"
         "  --window N             tokens per window (default 512)\n"
         "  --windows N            windows in the whole run, shared out evenly across the corpora\n"
@@ -150,6 +152,7 @@ static int mpi_reduce_parts(const char *part, const char *out, int rank, int siz
 int main(int argc, char **argv) {
     skv_calib_run_opts o;
     skv_calib_run_defaults(&o);
+    static char names[SKV_CALIB_MAX_CORPORA][SKV_CORPUS_NAME_MAX + 1];
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -162,7 +165,22 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--corpus")) {
             NEED();
             if (o.n_corpora >= SKV_CALIB_MAX_CORPORA) return bad_arg("at most %d corpora", SKV_CALIB_MAX_CORPORA);
-            o.corpora[o.n_corpora++] = v;
+            /* NAME=FILE names the corpus in the file written; a FILE whose name holds '='
+             * is taken whole when what precedes the '=' is no valid name */
+            const char *eq = strchr(v, '=');
+            char name[SKV_CORPUS_NAME_MAX + 1];
+            size_t nl = eq ? (size_t)(eq - v) : 0;
+            if (eq && nl <= SKV_CORPUS_NAME_MAX) {
+                memcpy(name, v, nl);
+                name[nl] = 0;
+            }
+            if (eq && nl <= SKV_CORPUS_NAME_MAX && skv_corpus_name_ok(name) && eq[1]) {
+                snprintf(names[o.n_corpora], sizeof names[0], "%s", name);
+                o.corpus_names[o.n_corpora] = names[o.n_corpora];
+                o.corpora[o.n_corpora++] = eq + 1;
+            } else {
+                o.corpora[o.n_corpora++] = v;
+            }
         }
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) { NEED(); o.out = v; }
         else if (!strcmp(a, "--window")) { NEED(); if (parse_int(v, 8, 1 << 20, &o.window)) return bad_arg("--window '%s' must be an integer in [8, 1048576]", v); }

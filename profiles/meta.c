@@ -47,6 +47,18 @@ void *skv_fp_to_json(const skv_model_fp *fp) {
     return o;
 }
 
+bool skv_corpus_name_ok(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n > SKV_CORPUS_NAME_MAX || !strcmp(name, ".") || !strcmp(name, "..")) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '+' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
 int skv_meta_is_hex(const char *s) {
     if (!*s) return 0;
     for (; *s; s++) if (!isxdigit((unsigned char)*s)) return 0;

@@ -31,8 +31,13 @@ typedef struct {
 /* Compare two fingerprints; 0 if equal, else -1 and `why` says which field differs. */
 int skv_fp_diff(const skv_model_fp *a, const skv_model_fp *b, char *why, size_t why_len);
 
+/* A corpus name: 1..SKV_CORPUS_NAME_MAX of [A-Za-z0-9._+-], not "." or "..". */
+#define SKV_CORPUS_NAME_MAX 64
+bool skv_corpus_name_ok(const char *name);
+
 typedef struct {
-    char name[256];           /* path or label as given to calibrate */
+    char name[256];           /* label ("wikitext2", "wiki.test.raw"), never a path; files
+                                 written before names were checked may hold a path */
     char sha256[65];
     int64_t bytes;
 } skv_corpus_info;

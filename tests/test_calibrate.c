@@ -434,6 +434,42 @@ static void test_tokenizer_mismatch_qwen(void **state) {
     expect_refusal(g_smol, g_qwen, g_corpus, "tokenizers differ", "151");
 }
 
+/* corpora are recorded by name, never by the path of one machine's copy */
+static void test_corpus_names(void **state) {
+    (void)state;
+    if (!g_have_full) skip();
+    skv_calib *c = skv_calib_read(g_full);
+    if (!c) fail_msg("%s", skv_last_error());
+    assert_string_equal(c->set.corpora[0].name, "corpus.txt");   /* default: the file name */
+    skv_calib_free(c);
+    /* a bad name is refused before anything runs */
+    char out[400];
+    snprintf(out, sizeof out, "%s/named.calib", test_tmpdir());
+    skv_calib_run_opts o;
+    base_opts(&o, out);
+    const char *bad[] = {"dir/name", "", "..", "a b", "x;rm"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        o.corpus_names[0] = bad[i];
+        assert_int_equal(skv_calib_run(&o, NULL), -1);
+        assert_non_null(strstr(skv_last_error(), "corpus name"));
+        assert_int_equal(access(out, F_OK), -1);
+    }
+    /* the tool: NAME=FILE records NAME; the same corpus under another name merges */
+    if (access(g_bin, X_OK) != 0) skip();
+    char arg[400], win[16];
+    snprintf(arg, sizeof arg, "essay-1=%s", g_corpus);
+    snprintf(win, sizeof win, "%d", W_TEST);
+    const char *args[] = {g_bin, "--slm", g_smol, "--llm", g_smol, "--corpus", arg, "--window", win,
+                          "--windows", "1", "-o", out, "-q", NULL};
+    int st = run_bin(args);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    c = skv_calib_read(out);
+    if (!c) fail_msg("%s", skv_last_error());
+    assert_string_equal(c->set.corpora[0].name, "essay-1");
+    assert_int_equal(c->n_windows, 1);
+    skv_calib_free(c);
+}
+
 static void test_bad_corpora(void **state) {
     (void)state;
     char empty[400], missing[400], shorter[400];
@@ -457,6 +493,7 @@ int main(void) {
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_tokenizer_mismatch_tiny),
         cmocka_unit_test(test_tokenizer_mismatch_qwen),
+        cmocka_unit_test(test_corpus_names),
         cmocka_unit_test(test_bad_corpora),
         cmocka_unit_test(test_mpi_two_ranks),
     };

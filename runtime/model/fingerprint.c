@@ -72,12 +72,18 @@ int skv_fp_weight_hash(const skv_model *m, bool full, char hex[65]) {
     return 0;
 }
 
-int skv_corpus_info_from_file(const char *path, skv_corpus_info *ci) {
+int skv_corpus_info_from_file(const char *path, const char *name, skv_corpus_info *ci) {
     memset(ci, 0, sizeof *ci);
-    if (strlen(path) >= sizeof ci->name) return skv_error("%s: corpus path too long", path);
+    if (!name) { /* the file name alone: a path says where one machine keeps it */
+        const char *slash = strrchr(path, '/');
+        name = slash ? slash + 1 : path;
+    }
+    if (!skv_corpus_name_ok(name))
+        return skv_error("%s: corpus name '%s' must be 1-%d characters of letters, digits, '.', '_', '+' or '-'",
+                         path, name, SKV_CORPUS_NAME_MAX);
     struct stat st;
     if (stat(path, &st) != 0) return skv_error("%s: cannot stat corpus", path);
-    snprintf(ci->name, sizeof ci->name, "%s", path);
+    snprintf(ci->name, sizeof ci->name, "%s", name);
     ci->bytes = (int64_t)st.st_size;
     return skv_sha256_file(path, ci->sha256);
 }

@@ -17,7 +17,9 @@
 int skv_fp_from_model(const skv_model *m, bool full, skv_model_fp *fp);
 /* Only the weight hash (64 hex digits + NUL into hex); 0, or -1 + error (out of memory). */
 int skv_fp_weight_hash(const skv_model *m, bool full, char hex[65]);
-/* name = path, sha256 and size of the file's bytes. */
-int skv_corpus_info_from_file(const char *path, skv_corpus_info *ci);
+/* The corpus in file `path` recorded by `name` (NULL: the file's name without its folder;
+ * never a path, which only says where one machine keeps the file), the sha256 and size of
+ * its bytes. -1 + error for a bad name (skv_corpus_name_ok) or an unreadable file. */
+int skv_corpus_info_from_file(const char *path, const char *name, skv_corpus_info *ci);
 
 #endif
