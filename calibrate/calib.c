@@ -18,6 +18,7 @@
 static const char CALIB_MAGIC[8] = {'S', 'K', 'V', 'C', 'A', 'L', 'I', 'B'};
 #define SEC_SUMS SKV_SEC_ID('S', 'U', 'M', 'S')
 #define SEC_WSTA SKV_SEC_ID('W', 'S', 'T', 'A')
+#define SEC_HALF SKV_SEC_ID('H', 'A', 'L', 'F')
 #define MAX_WINDOWS SKV_CALIB_MAX_WINDOWS
 #define MAX_HEADS SKV_META_MAX_HEADS
 
@@ -69,12 +70,13 @@ static int setup_dims(skv_calib *c) {
     size_t n;
     if (!skv_mul_ok((size_t)c->n_llm * c->n_slm, (size_t)c->n_metrics * 2, &n)) return skv_error("calibration: size overflow");
     c->sums = skv_calloc(n, sizeof(int64_t), "calibration sums");
-    return c->sums ? 0 : -1;
+    c->half = skv_calloc(n / 2, sizeof(int64_t), "calibration half sums");
+    return c->sums && c->half ? 0 : -1;
 }
 
 void skv_calib_free(skv_calib *c) {
     if (!c) return;
-    free(c->sums); free(c->windows); free(c->wstat); free(c->shards);
+    free(c->sums); free(c->half); free(c->windows); free(c->wstat); free(c->shards);
     free(c);
 }
 
@@ -100,6 +102,12 @@ bool skv_calib_has_window(const skv_calib *c, int window) {
     for (int64_t i = 0; i < c->n_windows; i++)
         if (c->windows[i] == window) return true;
     return false;
+}
+
+int64_t skv_calib_odd_windows(const skv_calib *c) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < c->n_windows; i++) n += c->windows[i] & 1;
+    return n;
 }
 
 int skv_calib_metric_index(const skv_calib *c, int m) {
@@ -156,6 +164,10 @@ int skv_calib_add_values(skv_calib *c, int window, int64_t tokens, const double 
         for (size_t p = 0; p < pairs; p++) {
             sum[p] += fix(Sm[p]);
             sq[p] += fix(Sm[p] * Sm[p]);
+        }
+        if (c->half && (window & 1)) {
+            int64_t *hs = c->half + (size_t)mi * pairs;
+            for (size_t p = 0; p < pairs; p++) hs[p] += fix(Sm[p]);
         }
         for (int l = 0; l < L; l++) {
             double acc = 0;
@@ -229,6 +241,12 @@ int skv_calib_merge(skv_calib *dst, const skv_calib *src, const char *dn, const 
     int32_t *sh = skv_malloc((size_t)(dst->n_shards + src->n_shards) * sizeof *sh, "shards");
     if (!sh || reserve_windows(dst, dst->n_windows + src->n_windows)) { free(sh); return -1; }
     for (size_t p = 0; p < total; p++) dst->sums[p] += src->sums[p];
+    if (dst->half && src->half) {   /* halves survive only when both sides have them */
+        for (size_t p = 0; p < total / 2; p++) dst->half[p] += src->half[p];
+    } else {
+        free(dst->half);
+        dst->half = NULL;
+    }
     size_t row = (size_t)dst->n_metrics * dst->llm.n_layer;
     memcpy(dst->windows + dst->n_windows, src->windows, (size_t)src->n_windows * sizeof(int32_t));
     memcpy(dst->wstat + (size_t)dst->n_windows * row, src->wstat, (size_t)src->n_windows * row * sizeof(float));
@@ -248,6 +266,21 @@ int skv_calib_merge(skv_calib *dst, const skv_calib *src, const char *dn, const 
 }
 
 /* ---- statistics ---- */
+
+int skv_calib_half_mean(const skv_calib *c, int m, bool odd, float *mean) {
+    int mi = skv_calib_metric_index(c, m);
+    if (mi < 0) return skv_error("calibration has no '%s' similarities", skv_metric_name(m));
+    if (!c->half) return skv_error("calibration has no split halves (written before they were recorded, or merged with such a file)");
+    int64_t n_odd = skv_calib_odd_windows(c), n = odd ? n_odd : c->n_windows - n_odd;
+    if (n <= 0) return skv_error("calibration has no %s windows", odd ? "odd" : "even");
+    size_t pairs = (size_t)c->n_llm * c->n_slm;
+    const int64_t *sum = c->sums + (size_t)mi * 2 * pairs, *hs = c->half + (size_t)mi * pairs;
+    for (size_t p = 0; p < pairs; p++) {
+        int64_t s = odd ? hs[p] : sum[p] - hs[p];
+        mean[p] = (float)(ldexp((double)s, -SKV_CALIB_FIX_BITS) / (double)n);
+    }
+    return 0;
+}
 
 int skv_calib_mean(const skv_calib *c, int m, float *mean, float *std) {
     int mi = skv_calib_metric_index(c, m);
@@ -316,11 +349,12 @@ int skv_calib_write(const skv_calib *c, const char *path) {
     cJSON_Delete(h);
     if (!json) { skv_error("%s: cannot format JSON header", path); goto done; }
     size_t pairs = (size_t)c->n_llm * c->n_slm;
-    skv_section secs[2] = {
+    skv_section secs[3] = {
         {SEC_SUMS, c->sums, pairs * 2 * c->n_metrics * sizeof(int64_t)},
         {SEC_WSTA, ws, (size_t)nw * row * sizeof(float)},
+        {SEC_HALF, c->half, pairs * c->n_metrics * sizeof(int64_t)},
     };
-    rc = skv_secfile_write(path, CALIB_MAGIC, SKV_CALIB_VERSION, json, secs, 2, 3);
+    rc = skv_secfile_write(path, CALIB_MAGIC, SKV_CALIB_VERSION, json, secs, c->half ? 3 : 2, 3);
 done:
     free(order); free(ws); free(json);
     return rc;
@@ -402,6 +436,27 @@ skv_calib *skv_calib_read(const char *path) {
                 goto fail;
             }
         }
+    {   /* optional halves: absent in older files */
+        const skv_section *s3 = NULL;
+        for (int i = 0; i < f->n; i++)
+            if (f->secs[i].id == SEC_HALF) s3 = &f->secs[i];
+        if (!s3) {
+            free(c->half);
+            c->half = NULL;
+        } else {
+            if (s3->size != pairs * c->n_metrics * sizeof(int64_t)) {
+                skv_error("%s: section 'HALF' has %zu bytes, the header implies %zu", path, s3->size, pairs * c->n_metrics * sizeof(int64_t));
+                goto fail;
+            }
+            memcpy(c->half, s3->data, s3->size);
+            int64_t hl = skv_calib_odd_windows(c) << SKV_CALIB_FIX_BITS;
+            for (size_t p = 0; p < pairs * c->n_metrics; p++)
+                if (c->half[p] < -hl || c->half[p] > hl) {
+                    skv_error("%s: section 'HALF': sums out of range for %lld odd windows", path, (long long)skv_calib_odd_windows(c));
+                    goto fail;
+                }
+        }
+    }
     for (size_t i = 0; i < (size_t)c->n_windows * row; i++)
         if (!(c->wstat[i] >= -1.0f && c->wstat[i] <= 1.0f)) { skv_error("%s: section 'WSTA' has values outside [-1, 1]", path); goto fail; }
     cJSON_Delete(h);

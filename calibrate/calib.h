@@ -10,7 +10,11 @@
  * File (see secfile.h for the container): magic "SKVCALIB", version SKV_CALIB_VERSION,
  * JSON header (models, settings, windows done, tokens, shards), sections
  *   'SUMS' int64 (n_metrics, 2, n_llm, n_slm): [m][0] = sum, [m][1] = sum of squares
- *   'WSTA' float32 (n_windows, n_metrics, L_llm), rows in ascending window order.
+ *   'WSTA' float32 (n_windows, n_metrics, L_llm), rows in ascending window order;
+ *   'HALF' int64 (n_metrics, n_llm, n_slm): the sums over the odd-numbered windows alone
+ *          (optional: files written before it lack it). With SUMS it splits the data into
+ *          two independent halves (even and odd windows) for the mapping's stability
+ *          (mapgen/stability.h).
  * Layout details: profiles/FORMAT.md. */
 #ifndef SKV_CALIB_H
 #define SKV_CALIB_H
@@ -30,6 +34,8 @@ typedef struct {
     int n_metrics;
     int metric_ids[SKV_METRIC_COUNT];   /* enabled metrics in ascending id order */
     int64_t *sums;            /* (n_metrics, 2, n_llm, n_slm) fixed point */
+    int64_t *half;            /* (n_metrics, n_llm, n_slm) fixed point sums over the odd
+                                 windows, or NULL (a file without 'HALF', or a merge with one) */
     int64_t n_windows;
     int64_t cap_windows;
     int32_t *windows;         /* (n_windows) window indices done (any order in memory) */
@@ -54,6 +60,12 @@ int skv_calib_add_window(skv_calib *c, int window, int64_t tokens, int n_keys,
 int skv_calib_add_values(skv_calib *c, int window, int64_t tokens, const double *S);
 
 bool skv_calib_has_window(const skv_calib *c, int window);
+/* Windows with an odd / even index among those added. */
+int64_t skv_calib_odd_windows(const skv_calib *c);
+/* Mean of metric m over the even (odd = false) or odd (odd = true) windows alone: out
+ * (n_llm, n_slm). -1 + error when the file has no halves, the metric is absent or that
+ * half has no window. */
+int skv_calib_half_mean(const skv_calib *c, int m, bool odd, float *mean);
 
 /* Check that b can be merged into a: same models and settings. 0 or -1 + error. */
 int skv_calib_compatible(const skv_calib *a, const skv_calib *b, const char *a_name, const char *b_name);

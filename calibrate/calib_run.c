@@ -14,6 +14,9 @@
 #include "similarity.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
+#include "mapgen/mapping.h"
+#include "mapgen/stability.h"
+#include <math.h>
 
 #define CALIB_TOOL "calibrate 0.1"
 
@@ -186,6 +189,57 @@ static void show_progress(int done, int todo, int64_t tokens, double elapsed, bo
     fflush(stderr);
 }
 
+/* ---- window order and the stability stop ---- */
+
+static unsigned bit_reverse(unsigned x, int bits) {
+    unsigned r = 0;
+    for (int b = 0; b < bits; b++) r |= ((x >> b) & 1u) << (bits - 1 - b);
+    return r;
+}
+
+/* order (N): ascending, or spread (calib_run.h): sort by (bit-reversed pair index within
+ * the corpus, corpus, parity). Windows of a corpus are consecutive in the plan. */
+static void window_order(const int *wcorpus, int N, bool spread, int *order) {
+    for (int w = 0; w < N; w++) order[w] = w;
+    if (!spread) return;
+    int64_t *key = malloc((size_t)N * sizeof *key);
+    if (!key) return;   /* ascending order is correct too, only less spread */
+    int first = 0;
+    while (first < N) {
+        int c = wcorpus[first], n = 0;
+        while (first + n < N && wcorpus[first + n] == c) n++;
+        int pairs = (n + 1) / 2, bits = 0;
+        while ((1 << bits) < pairs) bits++;
+        for (int k = 0; k < n; k++)
+            /* the pair's bit-reversed index as a 31-bit fraction, then corpus (< 16), then parity */
+            key[first + k] = (((int64_t)bit_reverse((unsigned)(k / 2), bits) << (31 - bits)) << 6) |
+                             ((int64_t)c << 1) | (k & 1);
+        first += n;
+    }
+    for (int i = 1; i < N; i++) {   /* insertion sort: N is at most a few thousand */
+        int w = order[i];
+        int j = i - 1;
+        while (j >= 0 && key[order[j]] > key[w]) { order[j + 1] = order[j]; j--; }
+        order[j + 1] = w;
+    }
+    free(key);
+}
+
+/* Measure the mapping's split-half stability; true when it meets the stop criterion. */
+static bool stable_now(const skv_calib *cal, double max_loss, skv_calib_run_stats *st) {
+    int64_t odd = skv_calib_odd_windows(cal), even = cal->n_windows - odd;
+    if (!cal->half || odd < SKV_STABLE_MIN_HALF || even < SKV_STABLE_MIN_HALF) return false;
+    int m = skv_calib_metric_index(cal, SKV_METRIC_JACCARD) >= 0 ? SKV_METRIC_JACCARD : cal->metric_ids[0];
+    skv_profile *p = skv_profile_build(cal, m, 0.01, 0, NULL);
+    if (!p) return false;
+    st->stable_checks++;
+    st->stable_agree = p->stability.agree;
+    st->stable_loss = p->stability.loss;
+    st->stable = p->stability.present && p->stability.loss <= max_loss;
+    skv_profile_free(p);
+    return st->stable;
+}
+
 /* ---- the run ---- */
 
 int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
@@ -210,12 +264,13 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
     if (o->shard_index < 0 || o->shard_index >= nsh) return skv_error("shard %d/%d out of range", o->shard_index, nsh);
     if (o->only_corpus >= o->n_corpora) return skv_error("--only-corpus %d but only %d corpora", o->only_corpus, o->n_corpora);
     if (o->threads > 0) omp_set_num_threads(o->threads);
+    if (!(o->until_stable >= 0 && o->until_stable < 1)) return skv_error("until-stable loss %g must be in [0, 1)", o->until_stable);
 
     int rc = -1;
     skv_model *slm = NULL, *llm = NULL;
     int *tokens = NULL;
     int64_t *starts = NULL;
-    int *wcorpus = NULL;
+    int *wcorpus = NULL, *order = NULL;
     skv_calib *cal = NULL, *fresh = NULL;
     side a = {0}, b = {0};   /* a: SLM, b: LLM */
     skv_calib_settings set;
@@ -323,9 +378,15 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
     }
     if (o->max_new_windows > 0 && todo > o->max_new_windows) todo = o->max_new_windows;
 
+    order = skv_malloc((size_t)N * sizeof *order, "window order");
+    if (!order) goto done;
+    window_order(wcorpus, N, o->until_stable > 0, order);
+    st.stable_loss = st.stable_agree = NAN;
+
     double t_loop = skv_now();
     int since_ckpt = 0;
-    for (int w = 0; w < N && st.done < todo; w++) {
+    for (int oi = 0; oi < N && st.done < todo; oi++) {
+        int w = order[oi];
         if (w % nsh != o->shard_index || (o->only_corpus >= 0 && wcorpus[w] != o->only_corpus)) continue;
         if (skv_calib_has_window(cal, w)) continue;
         const int *tw = tokens + starts[w];
@@ -347,9 +408,11 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
             if (skv_calib_write(cal, o->out)) goto done;
             since_ckpt = 0;
             st.t_ckpt += skv_now() - t3;
+            if (o->until_stable > 0 && stable_now(cal, o->until_stable, &st)) break;
         }
         if (o->progress) show_progress(st.done, todo, st.tokens, skv_now() - t_loop, false);
     }
+    if (o->until_stable > 0 && !st.stable) stable_now(cal, o->until_stable, &st);
     double t4 = skv_now();
     if (skv_calib_write(cal, o->out)) goto done;
     st.t_ckpt += skv_now() - t4;
@@ -360,7 +423,7 @@ done:
     if (st_out) *st_out = st;
     side_free(&a); side_free(&b);
     skv_calib_free(cal); skv_calib_free(fresh);
-    free(tokens); free(starts); free(wcorpus);
+    free(tokens); free(starts); free(wcorpus); free(order);
     skv_model_free(slm); skv_model_free(llm);
     return rc;
 }

@@ -17,7 +17,11 @@
  *     without replacement by a splitmix64-seeded partial Fisher-Yates shuffle;
  *   - windows are numbered corpus by corpus: 0 .. N_0-1 for corpus 0, then corpus 1, ...
  *   - shard i of n does the windows w with w % n == i; `only_corpus` c >= 0 restricts the run
- *     to corpus c's windows (files of different corpora of one plan merge exactly).
+ *     to corpus c's windows (files of different corpora of one plan merge exactly);
+ *   - a run takes its windows in ascending order, or with `until_stable` in a spread order:
+ *     windows pair up within their corpus (k = 2p, 2p + 1, one of each half), and pairs go
+ *     by the bit-reversed p, corpora taking turns, so any prefix samples every corpus
+ *     evenly across its length. The sums do not depend on the order.
  * The result of a resumed run equals an uninterrupted one bit for bit (fixed-point sums). */
 #ifndef SKV_CALIB_RUN_H
 #define SKV_CALIB_RUN_H
@@ -47,7 +51,14 @@ typedef struct {
     bool progress;             /* progress line on stderr */
     int max_new_windows;       /* stop (after a checkpoint) once this many windows were added (0 = no limit) */
     int kill_after;            /* test hook: raise SIGKILL after this many windows' forward passes (0 = off) */
+    double until_stable;       /* > 0: stop at a checkpoint once the mapping is stable, i.e.
+                                  the split-half loss (mapgen/stability.h; jaccard, else the
+                                  first metric; depth by eps 0.01) is <= this and each half
+                                  has SKV_STABLE_MIN_HALF windows. The windows then run in a
+                                  spread order (below) so that every prefix covers the plan */
 } skv_calib_run_opts;
+
+#define SKV_STABLE_MIN_HALF 4
 
 typedef struct {
     int planned;               /* windows in the whole plan */
@@ -62,6 +73,9 @@ typedef struct {
     double t_sim;              /* seconds in packing + similarities + accumulation */
     double t_ckpt;             /* seconds writing checkpoints */
     double t_setup;            /* loading, fingerprints, tokenising */
+    int stable_checks;         /* stability measured at checkpoints (until_stable) */
+    bool stable;               /* stopped because the mapping was stable */
+    double stable_loss, stable_agree;   /* the last measurement (NaN: none) */
 } skv_calib_run_stats;
 
 void skv_calib_run_defaults(skv_calib_run_opts *o);

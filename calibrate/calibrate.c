@@ -4,6 +4,7 @@
  * into OUT.part-r-of-n (checkpointed, resumable), then the fixed-point sums are reduced to
  * rank 0 with MPI_Reduce (int64 addition: exact) and the window lists and per-window
  * statistics gathered; rank 0 writes OUT, identical to mapgen merging the n shard files. */
+#include <math.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,6 +46,10 @@ static void usage(FILE *f) {
         "  --force                overwrite an existing OUT instead of refusing\n"
         "  --checkpoint-every N   write OUT every N windows (default 8) and at the end\n"
         "  --max-windows N        stop after adding N windows (continue later with --resume)\n"
+        "  --until-stable LOSS    stop at a checkpoint once the head mapping has settled: the\n"
+        "                         even and the odd windows, mapped on their own, lose at most\n"
+        "                         LOSS (e.g. 0.01) of each other's matched similarity (jaccard;\n"
+        "                         at least 4 windows a half); windows then run in a spread order\n"
         "  -q, --quiet            no progress line and no summary\n"
         "  -h, --help             this text\n"
         "Progress (windows, tokens/s, ETA) is shown when stderr is a terminal.\n",
@@ -208,6 +213,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--resume")) o.resume = true;
         else if (!strcmp(a, "--force")) o.overwrite = true;
         else if (!strcmp(a, "--checkpoint-every")) { NEED(); if (parse_int(v, 1, 1 << 22, &o.checkpoint_every)) return bad_arg("--checkpoint-every '%s' must be a positive integer", v); }
+        else if (!strcmp(a, "--until-stable")) {
+            NEED();
+            char *end;
+            errno = 0;
+            o.until_stable = strtod(v, &end);
+            if (errno || *end || end == v || !(o.until_stable > 0 && o.until_stable < 1))
+                return bad_arg("--until-stable '%s' must be a number in (0, 1)", v);
+        }
         else if (!strcmp(a, "--max-windows")) { NEED(); if (parse_int(v, 1, 1 << 22, &o.max_new_windows)) return bad_arg("--max-windows '%s' must be a positive integer", v); }
         else if (!strcmp(a, "--test-kill-after")) { NEED(); if (parse_int(v, 1, 1 << 22, &o.kill_after)) return bad_arg("--test-kill-after '%s' must be a positive integer", v); }
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
@@ -253,6 +266,14 @@ int main(int argc, char **argv) {
         for (int c = 0; c < o.n_corpora; c++)
             printf(" %s: %lld tokens, %d windows;", o.corpora[c], (long long)st.corpus_tokens[c], st.corpus_windows[c]);
         printf("\nthis run: %d windows of this shard/corpus, %d already done, %d added\n", st.mine, st.skipped, st.done);
+        if (o.until_stable > 0) {
+            if (st.stable_checks == 0 || isnan(st.stable_loss))
+                printf("stability: not measured (fewer than %d windows in a half)\n", SKV_STABLE_MIN_HALF);
+            else
+                printf("stability: %s after %d check%s: split-half loss %.2f%% (stop at %.2f%%), %.1f%% of LLM heads map alike\n",
+                       st.stable ? "settled" : "not settled", st.stable_checks, st.stable_checks > 1 ? "s" : "",
+                       100.0 * st.stable_loss, 100.0 * o.until_stable, 100.0 * st.stable_agree);
+        }
         double fwd = st.t_fwd_slm + st.t_fwd_llm;
         if (st.done > 0 && st.t_total > 0) {
             printf("time: %.2f s setup, %.2f s windows: SLM forward %.2f s, LLM forward %.2f s, similarity %.2f s, checkpoints %.2f s\n",

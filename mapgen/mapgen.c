@@ -112,6 +112,13 @@ int main(int argc, char **argv) {
                    p->curve[l - 1] != 0 ? 100.0 * p->curve[s - 1] / p->curve[l - 1] : 0.0);
             last = s;
         }
+        if (p->stability.present)
+            printf("stability (even vs odd windows, %lld + %lld): %.1f%% of LLM heads map alike, "
+                   "one half's mapping loses %.2f%% of the other's matched %s\n",
+                   (long long)p->stability.windows_even, (long long)p->stability.windows_odd,
+                   100.0 * p->stability.agree, 100.0 * p->stability.loss, skv_metric_name(metric));
+        else
+            printf("stability: not measured (the calibration has no split halves)\n");
         printf("wrote %s%s%s\n", out, report ? " and " : "", report ? report : "");
     }
     skv_profile_free(p);

@@ -1,6 +1,7 @@
 /* mapping.c: argmax head mapping, the retained-similarity curve R(s), depth choice, and a
  * profile built from them out of merged calibration sums. */
 #include "mapping.h"
+#include "mapgen/stability.h"
 #include "common/util.h"
 #include <stddef.h>
 #include <stdio.h>
@@ -74,5 +75,11 @@ skv_profile *skv_profile_build(const skv_calib *c, int metric, double eps, int m
     skv_map_argmax(S, p->n_llm, p->n_slm, p->n_slm, p->map_full);
     skv_map_argmax(S, p->n_llm, p->n_slm, p->depth * h, p->map);
     fill_map_sim(p);
+    /* halves with a window each: how much the mapping depends on the sample */
+    if (c->half && skv_calib_odd_windows(c) > 0 && skv_calib_odd_windows(c) < c->n_windows &&
+        skv_map_stability(c, metric, p->depth, &p->stability)) {
+        skv_profile_free(p);
+        return NULL;
+    }
     return p;
 }

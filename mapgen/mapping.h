@@ -15,7 +15,8 @@ void skv_map_curve(const float *S, int n_llm, int l, int h, float *curve);
 int skv_map_choose_depth(const float *curve, int l, double eps);
 
 /* A profile from merged calibration sums: the similarity means of every recorded metric,
- * the curve and depth of `metric` (depth capped at max_depth when > 0), the argmax maps.
+ * the curve and depth of `metric` (depth capped at max_depth when > 0), the argmax maps,
+ * and the mapping's split-half stability when the sums have halves (stability.h).
  * NULL + error (metric not recorded, eps outside [0, 1), no windows). */
 skv_profile *skv_profile_build(const skv_calib *c, int metric, double eps, int max_depth, const char *tool);
 

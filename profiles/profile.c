@@ -73,6 +73,16 @@ int skv_profile_write(skv_profile *p, const char *path) {
     cJSON_AddNumberToObject(h, "max_depth", p->max_depth);
     cJSON_AddNumberToObject(h, "n_llm_heads", p->n_llm);
     cJSON_AddNumberToObject(h, "n_slm_heads", p->n_slm);
+    if (p->stability.present) {
+        const skv_profile_stability *st = &p->stability;
+        cJSON *so = cJSON_AddObjectToObject(h, "stability");
+        cJSON_AddStringToObject(so, "metric", skv_metric_name(st->metric));
+        cJSON_AddNumberToObject(so, "depth", st->depth);
+        cJSON_AddNumberToObject(so, "windows_even", (double)st->windows_even);
+        cJSON_AddNumberToObject(so, "windows_odd", (double)st->windows_odd);
+        cJSON_AddNumberToObject(so, "agree", st->agree);
+        cJSON_AddNumberToObject(so, "loss", st->loss);
+    }
     cJSON *mm = cJSON_AddObjectToObject(h, "mean_matched");
     for (int mi = 0; mi < p->n_metrics; mi++)
         cJSON_AddNumberToObject(mm, skv_metric_name(p->metric_ids[mi]), skv_profile_mean_matched(p, p->metric_ids[mi]));
@@ -155,6 +165,22 @@ skv_profile *skv_profile_load(const char *path) {
     p->max_depth = (int)v;
     p->n_llm = p->llm.n_layer * p->llm.n_head;
     p->n_slm = p->slm.n_layer * p->slm.n_head;
+    if (cJSON_GetObjectItemCaseSensitive(h, "stability")) {   /* optional: older profiles lack it */
+        const cJSON *so = skv_json_child(h, "stability", cJSON_Object, path, NULL);
+        skv_profile_stability *st = &p->stability;
+        if (!so || skv_json_str(so, "metric", s, sizeof s, path, "stability")) goto fail;
+        if ((st->metric = skv_metric_parse(s)) < 0) { skv_error("%s: header field 'stability.metric' is unknown ('%s')", path, s); goto fail; }
+        if (skv_json_int(so, "depth", 1, l, &v, path, "stability")) goto fail;
+        st->depth = (int)v;
+        if (skv_json_int(so, "windows_even", 0, 1ll << 40, &v, path, "stability")) goto fail;
+        st->windows_even = v;
+        if (skv_json_int(so, "windows_odd", 0, 1ll << 40, &v, path, "stability")) goto fail;
+        st->windows_odd = v;
+        if (skv_json_num(so, "agree", 0, 1, &st->agree, path, "stability") ||
+            skv_json_num(so, "loss", -1, 2, &st->loss, path, "stability"))
+            goto fail;
+        st->present = 1;
+    }
     if (skv_json_int(h, "n_llm_heads", p->n_llm, p->n_llm, &v, path, NULL) ||
         skv_json_int(h, "n_slm_heads", p->n_slm, p->n_slm, &v, path, NULL))
         goto fail;
@@ -235,7 +261,17 @@ void skv_profile_print_loaded(const skv_profile *p, FILE *out) {
     fprintf(out, "mean matched similarity:");
     for (int mi = 0; mi < p->n_metrics; mi++)
         fprintf(out, " %s %.4f", skv_metric_name(p->metric_ids[mi]), skv_profile_mean_matched(p, p->metric_ids[mi]));
-    fprintf(out, "\nearly-stop curve R(s):\n");
+    fprintf(out, "\n");
+    if (p->stability.present) {
+        const skv_profile_stability *st = &p->stability;
+        fprintf(out, "stability (even vs odd windows, %lld + %lld; %s at depth %d): %.1f%% of LLM heads map alike; "
+                     "one half's mapping loses %.2f%% of the other half's matched similarity\n",
+                (long long)st->windows_even, (long long)st->windows_odd, skv_metric_name(st->metric), st->depth,
+                100.0 * st->agree, 100.0 * st->loss);
+    } else {
+        fprintf(out, "stability: not measured (calibration files without split halves)\n");
+    }
+    fprintf(out, "early-stop curve R(s):\n");
     double full = p->curve[p->slm.n_layer - 1];
     for (int s = 1; s <= p->slm.n_layer; s++)
         fprintf(out, "  s=%3d  R=%.4f  (%.1f%% of R(l))%s\n", s, p->curve[s - 1], full != 0 ? 100.0 * p->curve[s - 1] / full : 0.0,

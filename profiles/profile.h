@@ -18,6 +18,16 @@
 
 #define SKV_PROFILE_VERSION 1
 
+/* How much the mapping depends on the sample (mapgen/stability.h): the two halves of the
+ * calibration windows (even, odd) mapped on their own at the profile's depth. */
+typedef struct {
+    int present;                /* 0: not measured (calibration without halves) */
+    int metric, depth;
+    int64_t windows_even, windows_odd;
+    double agree;               /* share of LLM heads mapped alike by both halves */
+    double loss;                /* relative similarity lost using one half's map on the other */
+} skv_profile_stability;
+
 typedef struct {
     char *path;                 /* file it was loaded from / written to (may be NULL) */
     skv_model_fp slm, llm;
@@ -38,6 +48,7 @@ typedef struct {
     float *curve;               /* (slm.n_layer) */
     float *sim;                 /* (n_metrics, n_llm, n_slm) */
     float *sim_std;             /* (n_metrics, n_llm, n_slm) */
+    skv_profile_stability stability;   /* header field "stability", optional */
 } skv_profile;
 
 /* Allocate a profile's arrays for its n_metrics, n_llm, n_slm and slm.n_layer. -1 + error. */

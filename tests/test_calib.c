@@ -13,6 +13,8 @@
 #include "calibrate/calib.h"
 #include "common/sha256.h"
 #include "calibrate/similarity.h"
+#include "mapgen/mapping.h"
+#include "mapgen/stability.h"
 #include "common/util.h"
 #include "tests/support/calib_fixtures.h"
 #include "tests/support/test_env.h"
@@ -416,6 +418,112 @@ static void test_corruption(void **st) {
     free(buf);
 }
 
+/* Split halves: the odd windows' sums ride along ('HALF'), survive a file round trip and
+ * a merge with halves, vanish in a merge with a file without them; the stability of a
+ * designed case (one head whose best SLM head differs between the halves) */
+static void set_pair(double *S, size_t pairs, int mi, int i, int j, double v) {
+    S[(size_t)mi * pairs + (size_t)i * (SLM_L * SLM_H) + j] = v;
+}
+
+static void test_halves_and_stability(void **st) {
+    (void)st;
+    skv_calib *c = mk(1, 6, 0);
+    size_t pairs = (size_t)c->n_llm * c->n_slm, n = pairs * c->n_metrics;
+    double *S = calloc(n, sizeof *S);
+    assert_non_null(S);
+    for (int w = 0; w < 6; w++) {
+        for (size_t k = 0; k < n; k++) S[k] = 0.1;
+        for (int mi = 0; mi < c->n_metrics; mi++)
+            for (int i = 0; i < c->n_llm; i++) set_pair(S, pairs, mi, i, i, 0.9);
+        if (w & 1)   /* odd windows: LLM head 0 prefers SLM head 1, by a little */
+            for (int mi = 0; mi < c->n_metrics; mi++) {
+                set_pair(S, pairs, mi, 0, 0, 0.85);
+                set_pair(S, pairs, mi, 0, 1, 0.9);
+            }
+        assert_int_equal(skv_calib_add_values(c, w, 10, S), 0);
+    }
+    assert_int_equal(skv_calib_odd_windows(c), 3);
+    float A[LLM_L * LLM_H * SLM_L * SLM_H], B[LLM_L * LLM_H * SLM_L * SLM_H];
+    assert_int_equal(skv_calib_half_mean(c, SKV_METRIC_JACCARD, false, A), 0);
+    assert_int_equal(skv_calib_half_mean(c, SKV_METRIC_JACCARD, true, B), 0);
+    assert_true(fabsf(A[0] - 0.9f) < 1e-6f && fabsf(A[1] - 0.1f) < 1e-6f);
+    assert_true(fabsf(B[0] - 0.85f) < 1e-6f && fabsf(B[1] - 0.9f) < 1e-6f);
+    assert_true(fabsf(B[7] - 0.9f) < 1e-6f);              /* head 1 -> 1 in both */
+
+    skv_profile_stability sb;
+    assert_int_equal(skv_map_stability(c, SKV_METRIC_JACCARD, SLM_L, &sb), 0);
+    assert_true(sb.present);
+    assert_int_equal((int)sb.windows_even, 3);
+    assert_int_equal((int)sb.windows_odd, 3);
+    assert_true(fabs(sb.agree - 5.0 / 6.0) < 1e-9);
+    /* even data under the odd mapping loses 0.9 - 0.1 of 6 x 0.9; the reverse only 0.05 */
+    assert_true(fabs(sb.loss - 0.8 / 5.4) < 1e-6);
+    /* at depth 1 only SLM heads 0..2 compete: the same disagreement */
+    assert_int_equal(skv_map_stability(c, SKV_METRIC_JACCARD, 1, &sb), 0);
+    assert_true(fabs(sb.agree - 5.0 / 6.0) < 1e-9);
+    assert_int_equal(skv_map_stability(c, SKV_METRIC_JACCARD, SLM_L + 1, &sb), -1);
+
+    /* the profile carries it through its file and prints it */
+    skv_profile *p = skv_profile_build(c, SKV_METRIC_JACCARD, 0.01, 0, "test");
+    assert_non_null(p);
+    assert_true(p->stability.present);
+    assert_true(fabs(p->stability.loss - 0.8 / 5.4) < 1e-6);
+    const char *pp = test_tmp("half.skvprof");
+    assert_int_equal(skv_profile_write(p, pp), 0);
+    skv_profile *q = skv_profile_load(pp);
+    if (!q) fail_msg("%s", skv_last_error());
+    assert_true(q->stability.present);
+    assert_true(fabs(q->stability.agree - p->stability.agree) < 1e-12);
+    assert_true(fabs(q->stability.loss - p->stability.loss) < 1e-12);
+    assert_int_equal((int)q->stability.windows_odd, 3);
+    char *text = NULL;
+    size_t tl = 0;
+    FILE *mf = open_memstream(&text, &tl);
+    skv_profile_print_loaded(q, mf);
+    fclose(mf);
+    assert_non_null(strstr(text, "83.3% of LLM heads map alike"));
+    free(text);
+    skv_profile_free(q);
+    skv_profile_free(p);
+
+    /* round trip keeps the halves */
+    const char *cp = test_tmp("half.calib");
+    assert_int_equal(skv_calib_write(c, cp), 0);
+    skv_calib *r = skv_calib_read(cp);
+    if (!r) fail_msg("%s", skv_last_error());
+    assert_non_null(r->half);
+    assert_memory_equal(r->half, c->half, n * sizeof(int64_t));
+    skv_calib_free(r);
+
+    /* a file without halves (as written before they existed): read as such, merges drop them */
+    skv_calib *old = mk(1, 8, 0);
+    for (size_t k = 0; k < n; k++) S[k] = 0.2;
+    assert_int_equal(skv_calib_add_values(old, 7, 10, S), 0);
+    free(old->half);
+    old->half = NULL;
+    const char *op = test_tmp("nohalf.calib");
+    assert_int_equal(skv_calib_write(old, op), 0);
+    skv_calib *o2 = skv_calib_read(op);
+    if (!o2) fail_msg("%s", skv_last_error());
+    assert_null(o2->half);
+    assert_int_equal(skv_calib_half_mean(o2, SKV_METRIC_JACCARD, true, B), -1);
+    assert_non_null(strstr(skv_last_error(), "no split halves"));
+    skv_profile *po = skv_profile_build(o2, SKV_METRIC_JACCARD, 0.01, 0, "test");
+    assert_non_null(po);
+    assert_false(po->stability.present);
+    skv_profile_free(po);
+    skv_calib *m8 = mk(1, 8, 0);
+    for (int w = 0; w < 6; w++) assert_int_equal(add_window(m8, w), 0);
+    assert_non_null(m8->half);
+    assert_int_equal(skv_calib_merge(m8, o2, "a", "b"), 0);
+    assert_null(m8->half);
+    skv_calib_free(m8);
+    skv_calib_free(o2);
+    skv_calib_free(old);
+    free(S);
+    skv_calib_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_vectors),
@@ -427,6 +535,7 @@ int main(void) {
         cmocka_unit_test(test_shard_merge_exact),
         cmocka_unit_test(test_merge_refusals),
         cmocka_unit_test(test_corruption),
+        cmocka_unit_test(test_halves_and_stability),
     };
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

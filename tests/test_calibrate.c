@@ -470,6 +470,40 @@ static void test_corpus_names(void **state) {
     skv_calib_free(c);
 }
 
+/* --until-stable: windows in the spread order, stop at the first checkpoint where the
+ * split halves agree (a self pair by cosine does once each half has 4 windows; top-3
+ * Jaccard over 28 keys ties too often to stop there) */
+static void test_until_stable(void **state) {
+    (void)state;
+    if (!g_have_smol) skip();
+    char out[400];
+    snprintf(out, sizeof out, "%s/stable.calib", test_tmpdir());
+    skv_calib_run_opts o;
+    base_opts(&o, out);
+    o.windows = 12;
+    o.checkpoint_every = 2;
+    o.until_stable = 0.01;
+    o.metrics = SKV_METRIC_BIT(SKV_METRIC_COSINE);
+    skv_calib_run_stats st;
+    if (skv_calib_run(&o, &st)) fail_msg("%s", skv_last_error());
+    assert_true(st.stable);
+    assert_int_equal(st.done, 2 * SKV_STABLE_MIN_HALF);
+    assert_int_equal(st.stable_checks, 1);
+    /* heads of the SLM's last layer lie beyond the eps depth: they map elsewhere, near-tied */
+    assert_true(st.stable_loss <= 0.01 && st.stable_agree > 0.9);
+    skv_calib *c = skv_calib_read(out);
+    if (!c) fail_msg("%s", skv_last_error());
+    /* pairs 0, 4, 2, 1 of 6 (bit-reversed): windows 0-5 and 8-9, 4 of each parity */
+    int want[8] = {0, 1, 2, 3, 4, 5, 8, 9};
+    assert_int_equal(c->n_windows, 8);
+    for (int i = 0; i < 8; i++) assert_true(skv_calib_has_window(c, want[i]));
+    assert_int_equal(skv_calib_odd_windows(c), 4);
+    skv_calib_free(c);
+    /* a loss outside (0, 1) is refused */
+    o.until_stable = 1.5;
+    assert_int_equal(skv_calib_run(&o, NULL), -1);
+}
+
 static void test_bad_corpora(void **state) {
     (void)state;
     char empty[400], missing[400], shorter[400];
@@ -494,6 +528,7 @@ int main(void) {
         cmocka_unit_test(test_tokenizer_mismatch_tiny),
         cmocka_unit_test(test_tokenizer_mismatch_qwen),
         cmocka_unit_test(test_corpus_names),
+        cmocka_unit_test(test_until_stable),
         cmocka_unit_test(test_bad_corpora),
         cmocka_unit_test(test_mpi_two_ranks),
     };
