@@ -50,10 +50,11 @@ static int cell_opts(const skv_eval_ctx *c, const skv_eval_pol *p, double budget
     if (c->T_max > 0) o->T_max = c->T_max;
     if (p->spec.desc->caps & SKV_POLICY_NEEDS_SLM) {
         if (!c->slm) return skv_error("%s: no SLM given (--slm)", p->label);
-        if (skv_policy_spec_needs_map(&p->spec) && !c->map)
+        const int *map = p->map ? p->map : c->map;
+        if (skv_policy_spec_needs_map(&p->spec) && !map)
             return skv_error("%s: no profile mapping (give --profile or use :online)", p->label);
         o->slm = c->slm;
-        o->map = c->map;
+        o->map = map;
     }
     return 0;
 }

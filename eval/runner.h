@@ -25,6 +25,7 @@
 typedef struct {
     char label[128];
     skv_policy_spec spec;
+    const int *map;               /* this cell's head mapping [L*H], NULL: the context's */
 } skv_eval_pol;
 
 /* Parse spec into *out. defaults (may be NULL): "name=value,..." applied first to the

@@ -5,6 +5,8 @@
  *   passkey      retrieval of a 5-digit key after query-agnostic compression (section 2)
  *   gsm8k, bbh   greedy CoT exact match on fixed subsets (section 3)
  *   calibration  profile vs online mapping: agreement and fidelity of each (section 4)
+ *   depth        SmallKV's fidelity and SLM time at several SLM depths (early stop); the
+ *                chosen depth and its evidence can be written into a copy of the profile
  *   report       tables and SVG plots from results files (eval/report.c) */
 #include "runtime/cli/cli.h"
 #include "data.h"
@@ -12,6 +14,7 @@
 #include "store.h"
 #include "runtime/model/fingerprint.h"
 #include "profiles/profile.h"
+#include "mapgen/mapping.h"
 #include "common/sha256.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
@@ -36,7 +39,7 @@ static skv_model *cli_load(const char *path) {
 static const char *EVAL_USAGE =
     "usage: smallkv eval TASK --llm MODEL [options] -o RESULTS.json\n"
     "       smallkv eval report RESULTS.json [MORE.json ...] -o docs/results.md\n"
-    "TASK: fidelity | passkey | gsm8k | bbh | calibration\n"
+    "TASK: fidelity | passkey | gsm8k | bbh | calibration | depth\n"
     "  --llm MODEL          the large model (GGUF or HF directory)\n"
     "  --slm MODEL          the small model (needed by cells whose policy runs one: smallkv)\n"
     "  --profile FILE       SmallKV profile (.skvprof) for the pair; checked against both models;\n"
@@ -64,6 +67,13 @@ static const char *EVAL_USAGE =
     "  --batch N            cells decoded together per step (default 16); 1 steps them one by\n"
     "                       one and times each fidelity cell (for speed comparisons)\n"
     "  -o FILE              results JSON: created, or resumed (units already there are skipped)\n"
+    "depth: fidelity of SmallKV (the --policies' smallkv spec, else smallkv) run to each SLM\n"
+    "depth, each with the profile's mapping restricted to that depth, timed cell by cell;\n"
+    "needs --slm and --profile; --budgets default 0.2, --tokens 1024\n"
+    "  --slm-depths LIST    SLM layers to try (default: every 4th, the profile's depth, all)\n"
+    "  --max-kl-rise R      choose the smallest depth whose mean KL is at most (1 + R) times\n"
+    "                       the deepest's (default 0.05)\n"
+    "  --write-profile OUT  write the profile with the chosen depth and the table to OUT\n"
     "One exact prefill per unit serves every cell (derived sessions, see session.h).\n"
     "Records are written after every unit (atomic rewrite); progress and ETA go to stderr (a\n"
     "line per unit or per minute when stderr is not a terminal).\n"
@@ -81,6 +91,8 @@ typedef struct {
     int depths[MAXL]; int n_depths;
     char *bbh_tasks[MAXL]; int n_bbh;
     int limit, tokens, prefill, max_new, threads, batch;
+    const char *slm_depths, *write_profile;   /* depth task */
+    double max_kl_rise;
     /* loaded */
     skv_model *llm, *slm;
     skv_profile *prof;
@@ -249,6 +261,109 @@ static void add_mem(cJSON *r, const skv_session_mem *m) {
     cJSON_AddNumberToObject(o, "hot_tokens", m->hot_tokens);
     cJSON_AddNumberToObject(o, "budget_tokens", m->budget_tokens);
     cJSON_AddNumberToObject(o, "full_equiv_bytes", (double)m->full_equiv);
+}
+
+/* ------------------------------------------------------------------ depth */
+
+static int run_fidelity(eval_cfg *c, bool calibration);
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* SmallKV's fidelity at several SLM depths, each with the profile's mapping cut to that
+ * depth; then the table, the choice and (--write-profile) the profile with both. */
+static int run_depth(eval_cfg *c) {
+    if (!c->prof || !c->slm) { fprintf(stderr, "smallkv: eval depth needs --slm and --profile\n"); return CLI_USAGE; }
+    skv_profile *pr = c->prof;
+    const int l = pr->slm.n_layer, h = pr->slm.n_head;
+    int depths[MAXL], nd = 0;
+    if (c->slm_depths) {
+        double v[MAXL];
+        int n = split_num(c->slm_depths, v, MAXL, 1, l);
+        if (n <= 0) { fprintf(stderr, "smallkv: bad --slm-depths (SLM layers, 1..%d)\n", l); return CLI_USAGE; }
+        for (int i = 0; i < n; i++) depths[nd++] = (int)v[i];
+    } else {
+        for (int d = 4; d < l; d += 4) depths[nd++] = d;
+        depths[nd++] = pr->depth;
+    }
+    depths[nd++] = l;   /* the reference: every layer */
+    qsort(depths, (size_t)nd, sizeof *depths, cmp_int);
+    int u = 0;
+    for (int i = 0; i < nd; i++) if (!u || depths[u - 1] != depths[i]) depths[u++] = depths[i];
+    nd = u;
+    /* the smallkv spec to vary: the first smallkv in --policies, else the default */
+    char base[160] = "smallkv";
+    for (int i = 0; i < c->n_pols; i++)
+        if (!strncmp(c->pol_specs[i], "smallkv", 7)) { snprintf(base, sizeof base, "%s", c->pol_specs[i]); break; }
+    int32_t *maps = skv_malloc((size_t)nd * pr->n_llm * sizeof *maps, "depth maps");
+    if (!maps) return cli_fail(NULL);
+    const float *S = skv_profile_sim(pr, pr->metric);
+    for (int i = 0; i < c->n_pols; i++) free(c->pol_specs[i]);
+    c->n_pols = 0;
+    for (int i = 0; i < nd; i++) {
+        char spec[256];
+        snprintf(spec, sizeof spec, "%s:depth=%d", base, depths[i]);
+        if (skv_eval_pol_parse(spec, c->defaults, &c->pols[i])) { free(maps); return cli_fail(NULL); }
+        skv_map_argmax(S, pr->n_llm, pr->n_slm, depths[i] * h, maps + (size_t)i * pr->n_llm);
+        c->pols[i].map = maps + (size_t)i * pr->n_llm;
+        c->pol_specs[i] = skv_strdup(spec);
+        c->n_pols++;
+    }
+    int rc = run_fidelity(c, false);
+    if (rc != CLI_OK) { free(maps); return rc; }
+    /* the table: means over the units at the first budget */
+    const double b = c->budgets[0];
+    skv_profile_depth_evidence ev;
+    memset(&ev, 0, sizeof ev);
+    ev.budget = b; ev.max_kl_rise = c->max_kl_rise; ev.tokens = c->tokens; ev.prefill = c->prefill;
+    ev.units = c->n_corpora * c->limit;
+    printf("SmallKV by SLM depth (budget %g, %d document%s of %d tokens, %d prefilled; %s):\n", b, ev.units,
+           ev.units > 1 ? "s" : "", c->tokens, c->prefill, c->prof->path ? c->prof->path : "profile");
+    printf("  depth   KL mean   top-1   SLM ms/step   step ms\n");
+    for (int i = 0; i < nd && ev.n < SKV_DEPTH_ROWS_MAX; i++) {
+        double kl = 0, top1 = 0, slm = 0, step = 0;
+        int n = 0, timed = 0;
+        for (int ci = 0; ci < c->n_corpora; ci++)
+            for (int d = 0; d < c->limit; d++) {
+                char unit[128], key[512];
+                snprintf(unit, sizeof unit, "%s#%d,N=%d,P=%d", c->corpora[ci], d, c->tokens, c->prefill);
+                make_key(c, unit, &c->pols[i], b, key, sizeof key);
+                const cJSON *r = skv_store_find(c->store, key), *m = r ? cJSON_GetObjectItemCaseSensitive(r, "metrics") : NULL;
+                if (!m) continue;
+                double steps = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "steps"));
+                kl += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "kl_mean"));
+                top1 += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "top1"));
+                const cJSON *ss = cJSON_GetObjectItemCaseSensitive(r, "slm_seconds"), *sp = cJSON_GetObjectItemCaseSensitive(r, "seconds_per_step");
+                if (cJSON_IsNumber(ss) && cJSON_IsNumber(sp) && steps > 0) {
+                    slm += 1e3 * ss->valuedouble / steps;
+                    step += 1e3 * sp->valuedouble;
+                    timed++;
+                }
+                n++;
+            }
+        if (n == 0) continue;
+        skv_depth_row *row = &ev.rows[ev.n++];
+        row->depth = depths[i];
+        row->kl_mean = kl / n;
+        row->top1 = top1 / n;
+        row->slm_ms = timed ? slm / timed : -1;
+        printf("  %5d  %8.4f  %6.3f  ", row->depth, row->kl_mean, row->top1);
+        if (timed) printf("%11.2f  %8.2f\n", row->slm_ms, step / timed); else printf("%11s  %8s\n", "-", "-");
+    }
+    free(maps);
+    if (ev.n == 0 || ev.rows[ev.n - 1].depth != l) { fprintf(stderr, "smallkv: eval depth: no records for the deepest cell\n"); return CLI_ERR; }
+    const double ref = ev.rows[ev.n - 1].kl_mean;
+    ev.chosen = l;
+    for (int i = 0; i < ev.n; i++)
+        if (ev.rows[i].kl_mean <= ref * (1 + c->max_kl_rise)) { ev.chosen = ev.rows[i].depth; break; }
+    printf("chosen depth: %d (smallest with KL <= %.4f = (1 + %g) x KL at all %d layers; the profile says %d)\n",
+           ev.chosen, ref * (1 + c->max_kl_rise), c->max_kl_rise, l, pr->depth);
+    if (c->write_profile) {
+        if (skv_profile_set_depth(pr, ev.chosen)) return cli_fail(NULL);
+        pr->depth_ev = ev;
+        if (skv_profile_write(pr, c->write_profile)) return cli_fail(NULL);
+        printf("wrote %s (depth %d, with the table above)\n", c->write_profile, ev.chosen);
+    }
+    return CLI_OK;
 }
 
 /* ------------------------------------------------------------------ fidelity / calibration */
@@ -520,6 +635,8 @@ int cmd_eval(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     c.kv = "f16";
     c.tokens = 2048; c.prefill = 512; c.batch = 16;
+    c.max_kl_rise = 0.05;
+    bool tokens_given = false;
     c.data_dir = getenv("SKV_DATA_DIR") && *getenv("SKV_DATA_DIR") ? getenv("SKV_DATA_DIR") : "../shared/data";
     const char *pols = "full,streamingllm,h2o,snapkv,pyramidkv,adakv,smallkv", *budgets = "0.05,0.1,0.2,0.4";
     const char *corpora = "wikitext2,pg-essays", *lengths = "1024,2048,4096", *depths = "0,25,50,75,100";
@@ -542,11 +659,24 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--lengths")) ok = cli_str(argc, argv, &i, &lengths);
         else if (!strcmp(a, "--depths")) ok = cli_str(argc, argv, &i, &depths);
         else if (!strcmp(a, "--bbh-tasks")) ok = cli_str(argc, argv, &i, &bbh);
+        else if (!strcmp(a, "--slm-depths")) ok = cli_str(argc, argv, &i, &c.slm_depths);
+        else if (!strcmp(a, "--write-profile")) ok = cli_str(argc, argv, &i, &c.write_profile);
+        else if (!strcmp(a, "--max-kl-rise")) {
+            const char *v = NULL;
+            char *end;
+            if ((ok = cli_str(argc, argv, &i, &v))) {
+                c.max_kl_rise = strtod(v, &end);
+                if (*end || end == v || !(c.max_kl_rise >= 0 && c.max_kl_rise <= 100)) {
+                    free_cfg(&c);
+                    return cli_usage_error(EVAL_USAGE, "eval: --max-kl-rise '%s' must be a number in [0, 100]", v);
+                }
+            }
+        }
         else if (!strcmp(a, "--data")) ok = cli_str(argc, argv, &i, &c.data_dir);
         else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &c.kv);
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) ok = cli_str(argc, argv, &i, &c.out);
         else if (!strcmp(a, "--limit")) ok = cli_int(argc, argv, &i, 1, 1000000, &c.limit);
-        else if (!strcmp(a, "--tokens")) ok = cli_int(argc, argv, &i, 3, 1 << 20, &c.tokens);
+        else if (!strcmp(a, "--tokens")) { ok = cli_int(argc, argv, &i, 3, 1 << 20, &c.tokens); tokens_given = true; }
         else if (!strcmp(a, "--prefill")) ok = cli_int(argc, argv, &i, 1, 1 << 20, &c.prefill);
         else if (!strcmp(a, "--max-new")) ok = cli_int(argc, argv, &i, 1, 1 << 16, &c.max_new);
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &c.threads);
@@ -570,11 +700,16 @@ int cmd_eval(int argc, char **argv) {
         else { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: unexpected argument '%s'", a); }
         if (!ok) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, NULL); }
     }
+    if (c.task && !strcmp(c.task, "depth")) {   /* its own defaults; cells timed one by one */
+        if (!strcmp(budgets, "0.05,0.1,0.2,0.4")) budgets = "0.2";
+        if (!tokens_given) c.tokens = 1024;
+        c.batch = 1;
+    }
     int rc = CLI_USAGE;
     const char *why = NULL;
     if (!c.task) why = "missing TASK";
     else if (strcmp(c.task, "fidelity") && strcmp(c.task, "passkey") && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh") &&
-             strcmp(c.task, "calibration")) why = "unknown TASK";
+             strcmp(c.task, "calibration") && strcmp(c.task, "depth")) why = "unknown TASK";
     else if (!c.llm_path) why = "missing --llm";
     else if (!c.out) why = "missing -o RESULTS.json";
     else if (strcmp(c.kv, "f16") && strcmp(c.kv, "f32")) why = "--kv must be f16 or f32";
@@ -594,7 +729,7 @@ int cmd_eval(int argc, char **argv) {
     /* without a profile the head mapping is matched online by default */
     if (!mapping_given && !c.profile_path)
         snprintf(c.defaults + nd, sizeof c.defaults - nd, "%smapping=online", nd ? "," : "");
-    bool need_slm = !strcmp(c.task, "calibration");
+    bool need_slm = !strcmp(c.task, "calibration") || !strcmp(c.task, "depth");
     for (int i = 0; i < c.n_pols; i++) {
         if (skv_eval_pol_parse(c.pol_specs[i], c.defaults, &c.pols[i])) {
             fprintf(stderr, "smallkv: %s\n", skv_last_error());
@@ -604,7 +739,7 @@ int cmd_eval(int argc, char **argv) {
         if (runs_slm(&c.pols[i])) need_slm = true;
     }
     if (need_slm && !c.slm_path) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: cells that run an SLM need --slm"); }
-    if (c.limit <= 0 && (!strcmp(c.task, "fidelity") || !strcmp(c.task, "calibration"))) c.limit = 1;
+    if (c.limit <= 0 && (!strcmp(c.task, "fidelity") || !strcmp(c.task, "calibration") || !strcmp(c.task, "depth"))) c.limit = 1;
     cli_set_threads(c.threads);
     git_commit(c.git, sizeof c.git);
     rc = CLI_ERR;
@@ -635,6 +770,7 @@ int cmd_eval(int argc, char **argv) {
     int before = skv_store_count(c.store);
     if (!strcmp(c.task, "fidelity")) rc = run_fidelity(&c, false);
     else if (!strcmp(c.task, "calibration")) rc = run_fidelity(&c, true);
+    else if (!strcmp(c.task, "depth")) rc = run_depth(&c);
     else if (!strcmp(c.task, "passkey")) rc = run_passkey(&c);
     else if (!strcmp(c.task, "gsm8k")) rc = run_text_task(&c, 1);
     else rc = run_text_task(&c, 2);

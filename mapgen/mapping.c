@@ -45,6 +45,16 @@ static void fill_map_sim(skv_profile *p) {
             p->map_sim[(size_t)mi * p->n_llm + i] = p->sim[((size_t)mi * p->n_llm + i) * p->n_slm + p->map[i]];
 }
 
+int skv_profile_set_depth(skv_profile *p, int depth) {
+    if (depth < 1 || depth > p->slm.n_layer) return skv_error("depth %d outside 1..%d SLM layers", depth, p->slm.n_layer);
+    const float *S = skv_profile_sim(p, p->metric);
+    if (!S) return skv_error("profile has no '%s' similarities", skv_metric_name(p->metric));
+    p->depth = depth;
+    skv_map_argmax(S, p->n_llm, p->n_slm, depth * p->slm.n_head, p->map);
+    fill_map_sim(p);
+    return 0;
+}
+
 skv_profile *skv_profile_build(const skv_calib *c, int metric, double eps, int max_depth, const char *tool) {
     if (skv_calib_metric_index(c, metric) < 0) {
         skv_error("calibration has no '%s' similarities (recorded:%s%s%s)", skv_metric_name(metric),

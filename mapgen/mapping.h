@@ -20,4 +20,9 @@ int skv_map_choose_depth(const float *curve, int l, double eps);
  * NULL + error (metric not recorded, eps outside [0, 1), no windows). */
 skv_profile *skv_profile_build(const skv_calib *c, int metric, double eps, int max_depth, const char *tool);
 
+/* Run the SLM to `depth` layers: p->depth and the runtime's map ('MAP ': argmax of the
+ * mapping metric over SLM layers < depth) and its similarities. -1 + error when depth is
+ * outside 1..l. */
+int skv_profile_set_depth(skv_profile *p, int depth);
+
 #endif

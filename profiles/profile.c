@@ -83,6 +83,25 @@ int skv_profile_write(skv_profile *p, const char *path) {
         cJSON_AddNumberToObject(so, "agree", st->agree);
         cJSON_AddNumberToObject(so, "loss", st->loss);
     }
+    if (p->depth_ev.n > 0) {
+        const skv_profile_depth_evidence *e = &p->depth_ev;
+        cJSON *eo = cJSON_AddObjectToObject(h, "depth_evidence");
+        cJSON_AddNumberToObject(eo, "budget", e->budget);
+        cJSON_AddNumberToObject(eo, "max_kl_rise", e->max_kl_rise);
+        cJSON_AddNumberToObject(eo, "units", e->units);
+        cJSON_AddNumberToObject(eo, "tokens", e->tokens);
+        cJSON_AddNumberToObject(eo, "prefill", e->prefill);
+        cJSON_AddNumberToObject(eo, "chosen", e->chosen);
+        cJSON *rows = cJSON_AddArrayToObject(eo, "rows");
+        for (int i = 0; i < e->n; i++) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddNumberToObject(r, "depth", e->rows[i].depth);
+            cJSON_AddNumberToObject(r, "kl_mean", e->rows[i].kl_mean);
+            cJSON_AddNumberToObject(r, "top1", e->rows[i].top1);
+            cJSON_AddNumberToObject(r, "slm_ms", e->rows[i].slm_ms);
+            cJSON_AddItemToArray(rows, r);
+        }
+    }
     cJSON *mm = cJSON_AddObjectToObject(h, "mean_matched");
     for (int mi = 0; mi < p->n_metrics; mi++)
         cJSON_AddNumberToObject(mm, skv_metric_name(p->metric_ids[mi]), skv_profile_mean_matched(p, p->metric_ids[mi]));
@@ -181,6 +200,37 @@ skv_profile *skv_profile_load(const char *path) {
             goto fail;
         st->present = 1;
     }
+    if (cJSON_GetObjectItemCaseSensitive(h, "depth_evidence")) {   /* optional */
+        const cJSON *eo = skv_json_child(h, "depth_evidence", cJSON_Object, path, NULL), *r;
+        skv_profile_depth_evidence *e = &p->depth_ev;
+        const char *ctx = "depth_evidence";
+        if (!eo || skv_json_num(eo, "budget", 0, 1, &e->budget, path, ctx) ||
+            skv_json_num(eo, "max_kl_rise", 0, 1e6, &e->max_kl_rise, path, ctx))
+            goto fail;
+        if (skv_json_int(eo, "units", 1, 1 << 30, &v, path, ctx)) goto fail;
+        e->units = (int)v;
+        if (skv_json_int(eo, "tokens", 1, 1 << 30, &v, path, ctx)) goto fail;
+        e->tokens = (int)v;
+        if (skv_json_int(eo, "prefill", 1, 1 << 30, &v, path, ctx)) goto fail;
+        e->prefill = (int)v;
+        if (skv_json_int(eo, "chosen", 1, l, &v, path, ctx)) goto fail;
+        e->chosen = (int)v;
+        const cJSON *rows = skv_json_child(eo, "rows", cJSON_Array, path, ctx);
+        if (!rows) goto fail;
+        cJSON_ArrayForEach(r, rows) {
+            if (e->n >= SKV_DEPTH_ROWS_MAX) { skv_error("%s: header field 'depth_evidence.rows' has more than %d rows", path, SKV_DEPTH_ROWS_MAX); goto fail; }
+            skv_depth_row *row = &e->rows[e->n];
+            if (!cJSON_IsObject(r)) { skv_error("%s: header field 'depth_evidence.rows' entry is not an object", path); goto fail; }
+            if (skv_json_int(r, "depth", 1, l, &v, path, "depth_evidence.rows[]")) goto fail;
+            row->depth = (int)v;
+            if (skv_json_num(r, "kl_mean", 0, 1e9, &row->kl_mean, path, "depth_evidence.rows[]") ||
+                skv_json_num(r, "top1", 0, 1, &row->top1, path, "depth_evidence.rows[]") ||
+                skv_json_num(r, "slm_ms", -1, 1e9, &row->slm_ms, path, "depth_evidence.rows[]"))
+                goto fail;
+            e->n++;
+        }
+        if (e->n == 0) { skv_error("%s: header field 'depth_evidence.rows' is empty", path); goto fail; }
+    }
     if (skv_json_int(h, "n_llm_heads", p->n_llm, p->n_llm, &v, path, NULL) ||
         skv_json_int(h, "n_slm_heads", p->n_slm, p->n_slm, &v, path, NULL))
         goto fail;
@@ -270,6 +320,19 @@ void skv_profile_print_loaded(const skv_profile *p, FILE *out) {
                 100.0 * st->agree, 100.0 * st->loss);
     } else {
         fprintf(out, "stability: not measured (calibration files without split halves)\n");
+    }
+    if (p->depth_ev.n > 0) {
+        const skv_profile_depth_evidence *e = &p->depth_ev;
+        fprintf(out, "depth chosen by fidelity: %d (smallest depth whose KL is within %.0f%% of the deepest's; SmallKV at "
+                     "budget %g, %d document%s of %d tokens, %d prefilled)\n",
+                e->chosen, 100.0 * e->max_kl_rise, e->budget, e->units, e->units > 1 ? "s" : "", e->tokens, e->prefill);
+        fprintf(out, "  depth   KL mean   top-1   SLM ms/step\n");
+        for (int i = 0; i < e->n; i++) {
+            const skv_depth_row *r = &e->rows[i];
+            fprintf(out, "  %5d  %8.4f  %6.3f  ", r->depth, r->kl_mean, r->top1);
+            if (r->slm_ms >= 0) fprintf(out, "%11.2f", r->slm_ms); else fprintf(out, "%11s", "-");
+            fprintf(out, "%s\n", r->depth == e->chosen ? "  <- chosen" : "");
+        }
     }
     fprintf(out, "early-stop curve R(s):\n");
     double full = p->curve[p->slm.n_layer - 1];

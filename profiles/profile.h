@@ -28,6 +28,23 @@ typedef struct {
     double loss;                /* relative similarity lost using one half's map on the other */
 } skv_profile_stability;
 
+/* The depth chosen by measured fidelity (`smallkv eval depth --write-profile`): SmallKV run
+ * at several SLM depths against the full cache, each depth with its own mapping. */
+#define SKV_DEPTH_ROWS_MAX 64
+typedef struct {
+    int depth;
+    double kl_mean, top1;       /* over the units, at `budget` */
+    double slm_ms;              /* SLM milliseconds per decode step (< 0: not timed) */
+} skv_depth_row;
+
+typedef struct {
+    int n;                      /* rows; 0: depth not chosen by fidelity */
+    skv_depth_row rows[SKV_DEPTH_ROWS_MAX];
+    double budget, max_kl_rise; /* chosen: smallest depth with KL <= KL(deepest) * (1 + rise) */
+    int units, tokens, prefill; /* documents, their length and prefill */
+    int chosen;
+} skv_profile_depth_evidence;
+
 typedef struct {
     char *path;                 /* file it was loaded from / written to (may be NULL) */
     skv_model_fp slm, llm;
@@ -49,6 +66,7 @@ typedef struct {
     float *sim;                 /* (n_metrics, n_llm, n_slm) */
     float *sim_std;             /* (n_metrics, n_llm, n_slm) */
     skv_profile_stability stability;   /* header field "stability", optional */
+    skv_profile_depth_evidence depth_ev;   /* header field "depth_evidence", optional */
 } skv_profile;
 
 /* Allocate a profile's arrays for its n_metrics, n_llm, n_slm and slm.n_layer. -1 + error. */

@@ -22,11 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include "eval/data.h"
 #include "eval/metrics.h"
 #include "eval/runner.h"
 #include "runtime/policies/smallkv.h"
 #include "eval/store.h"
+#include "profiles/profile.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
 #include "tests/support/test_env.h"
@@ -307,6 +309,54 @@ static void test_resume(void **st) {
     unlink(out);
 }
 
+/* ---- depth: SmallKV at several SLM depths, the choice written into a profile ---- */
+
+static void test_depth_task(void **st) {
+    (void)st;
+    char bin[512], model[512], out[256], prof[256], cmd[4096];
+    test_bin_path(bin, sizeof bin, "smallkv");
+    test_model_file(model, sizeof model, TEST_SMOL);
+    if (access(bin, X_OK) || access(model, R_OK) || access(TEST_DATA_DIR "/wikitext2/wiki.test.raw", R_OK)) {
+        print_message("needs %s, %s and " TEST_DATA_DIR ": skipping\n", bin, model);
+        skip();
+    }
+    snprintf(out, sizeof out, "/tmp/skv_test_eval_depth_%d.json", (int)getpid());
+    snprintf(prof, sizeof prof, "/tmp/skv_test_eval_depth_%d.skvprof", (int)getpid());
+    unlink(out);
+    unlink(prof);
+    const char *given = "profiles/smollm2-135m-self.skvprof";
+    /* without --profile: a usage error */
+    snprintf(cmd, sizeof cmd, "%s eval depth --llm %s --slm %s -o %s >/dev/null 2>&1", bin, model, model, out);
+    int rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    snprintf(cmd, sizeof cmd, "%s eval depth --llm %s --slm %s --profile %s --tokens 48 --prefill 32 --corpora wikitext2 "
+             "--slm-depths 10,20 --threads 1 -o %s --write-profile %s 2>/dev/null", bin, model, model, given, out, prof);
+    assert_int_equal(count_new(cmd), 3);     /* depths 10, 20 and all 30 layers */
+    skv_profile *p = skv_profile_load(prof);
+    if (!p) fail_msg("%s", skv_last_error());
+    const skv_profile_depth_evidence *e = &p->depth_ev;
+    assert_int_equal(e->n, 3);
+    assert_int_equal(e->rows[0].depth, 10);
+    assert_int_equal(e->rows[1].depth, 20);
+    assert_int_equal(e->rows[2].depth, 30);
+    assert_true(e->budget == 0.2 && e->tokens == 48 && e->prefill == 32 && e->units == 1);
+    /* the rule: the first row within (1 + 0.05) of the deepest's KL */
+    int want = 30;
+    for (int i = 0; i < 3; i++)
+        if (e->rows[i].kl_mean <= e->rows[2].kl_mean * 1.05) { want = e->rows[i].depth; break; }
+    assert_int_equal(e->chosen, want);
+    assert_int_equal(p->depth, want);
+    for (int i = 0; i < 3; i++) {
+        assert_true(e->rows[i].slm_ms > 0);                    /* timed cell by cell */
+        assert_true(e->rows[i].top1 >= 0 && e->rows[i].top1 <= 1);
+    }
+    assert_true(e->rows[0].slm_ms < e->rows[2].slm_ms);        /* a third of the layers costs less */
+    for (int i = 0; i < p->n_llm; i++) assert_true(p->map[i] < p->depth * p->slm.n_head);
+    skv_profile_free(p);
+    unlink(out);
+    unlink(prof);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kl_math),
@@ -316,6 +366,7 @@ int main(void) {
         cmocka_unit_test(test_fidelity_tiny),
         cmocka_unit_test(test_generate_cells),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_depth_task),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
