@@ -408,7 +408,14 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
             if (skv_calib_write(cal, o->out)) goto done;
             since_ckpt = 0;
             st.t_ckpt += skv_now() - t3;
-            if (o->until_stable > 0 && stable_now(cal, o->until_stable, &st)) break;
+            if (o->until_stable > 0) {
+                int checks = st.stable_checks;
+                bool done_now = stable_now(cal, o->until_stable, &st);
+                if (st.stable_checks > checks && (o->progress || o->stability_log))   /* the trajectory: how the mapping settles */
+                    fprintf(o->progress ? stderr : o->stability_log, "%scalibrate: %lld windows: split-half loss %.2f%%, %.1f%% of heads map alike\n",
+                            o->progress ? "\r" : "", (long long)cal->n_windows, 100.0 * st.stable_loss, 100.0 * st.stable_agree);
+                if (done_now) break;
+            }
         }
         if (o->progress) show_progress(st.done, todo, st.tokens, skv_now() - t_loop, false);
     }

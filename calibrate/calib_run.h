@@ -27,6 +27,7 @@
 #define SKV_CALIB_RUN_H
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "calib.h"
 
 typedef struct {
@@ -51,6 +52,7 @@ typedef struct {
     bool progress;             /* progress line on stderr */
     int max_new_windows;       /* stop (after a checkpoint) once this many windows were added (0 = no limit) */
     int kill_after;            /* test hook: raise SIGKILL after this many windows' forward passes (0 = off) */
+    FILE *stability_log;       /* with until_stable and no progress line: a line per check here */
     double until_stable;       /* > 0: stop at a checkpoint once the mapping is stable, i.e.
                                   the split-half loss (mapgen/stability.h; jaccard, else the
                                   first metric; depth by eps 0.01) is <= this and each half

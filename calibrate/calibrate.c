@@ -231,6 +231,7 @@ int main(int argc, char **argv) {
     if (o.n_corpora == 0) return bad_arg("%s", "no corpus given (--corpus FILE)");
     if (!o.out) return bad_arg("%s", "no output file given (-o OUT)");
     o.progress = !quiet && isatty(STDERR_FILENO);
+    o.stability_log = quiet ? NULL : stdout;
 
 #ifdef SKV_MPI
     MPI_Init(&argc, &argv);
