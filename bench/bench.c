@@ -209,6 +209,22 @@ static double step_time(skv_state *s, int S, int n_layers, int steps) {
     return (skv_now() - t0) / steps;
 }
 
+/* One LLM pass over T new tokens at context S with logits for each (what a speculative
+ * step's verification costs: T = drafted tokens + 1), seconds per pass. */
+static double verify_time(skv_state *s, int S, int T, int steps) {
+    int toks[16];
+    for (int i = 0; i < T; i++) toks[i] = 42 + i;
+    skv_fwd_opts o = {.logits = T > 1 ? SKV_LOGITS_ALL : SKV_LOGITS_LAST};
+    synth_fill(s, S);
+    if (skv_forward(s, toks, T, &o)) return -1;   /* warm-up */
+    double t0 = skv_now();
+    for (int i = 0; i < steps; i++) {
+        s->n_past = S - 1;
+        if (skv_forward(s, toks, T, &o)) return -1;
+    }
+    return (skv_now() - t0) / steps;
+}
+
 static int pair_bench(const char *dir, bool quick) {
     char lp[2048], sp[2048];
     snprintf(lp, sizeof lp, "%s/qwen2.5-coder-1.5b.gguf", dir);
@@ -250,6 +266,22 @@ static int pair_bench(const char *dir, bool quick) {
            depth, llm_step * 1e3, llm20 * 1e3, slm * 1e3, 100 * slm / (slm + llm20));
     fflush(stdout);
     skv_state_free(ss); ss = NULL;
+    /* speculative verification: T positions in one pass against one token's step */
+    {
+        skv_state *vs = skv_state_new(L, S + 16, 8, true);
+        if (!vs) goto done;
+        printf("\n| verify pass: tokens | ms/pass | vs 1 token | ms per token |\n|---:|---:|---:|---:|\n");
+        const int ts[] = {1, 2, 4, 8};
+        double t1 = 0;
+        for (int k = 0; k < 4; k++) {
+            double t = verify_time(vs, S, ts[k], steps);
+            if (t < 0) { skv_state_free(vs); goto done; }
+            if (k == 0) t1 = t;
+            printf("| %d | %.1f | %.2f | %.1f |\n", ts[k], t * 1e3, t / t1, t * 1e3 / ts[k]);
+            fflush(stdout);
+        }
+        skv_state_free(vs);
+    }
     /* batched decode */
     printf("\n| batch | step ms | tokens/s (all sequences) | tokens/s per sequence |\n|---:|---:|---:|---:|\n");
     const int bs[] = {1, 4, 8};
