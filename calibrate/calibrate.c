@@ -119,6 +119,18 @@ static int mpi_reduce_parts(const char *part, const char *out, int rank, int siz
         size_t n = nsum - off < ((size_t)1 << 28) ? nsum - off : ((size_t)1 << 28);
         MPI_Reduce(c->sums + off, rank == 0 ? sums + off : NULL, (int)n, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     }
+    /* the split halves survive only when every rank has them (as in skv_calib_merge) */
+    int has_half = c->half != NULL, all_half = 0;
+    MPI_Allreduce(&has_half, &all_half, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int64_t *half = NULL;
+    if (all_half) {
+        size_t nhalf = nsum / 2;
+        if (rank == 0 && !(half = malloc(nhalf * sizeof *half))) { fprintf(stderr, "calibrate: out of memory\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
+        for (size_t off = 0; off < nhalf; off += (size_t)1 << 28) {
+            size_t n = nhalf - off < ((size_t)1 << 28) ? nhalf - off : ((size_t)1 << 28);
+            MPI_Reduce(c->half + off, rank == 0 ? half + off : NULL, (int)n, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+        }
+    }
     MPI_Reduce(&tok, &tokens, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Gather(&nw, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
     int32_t *wins = NULL;
@@ -135,6 +147,7 @@ static int mpi_reduce_parts(const char *part, const char *out, int rank, int siz
     if (rank == 0) {
         /* rank 0's accumulator becomes the merged one: all shards, all windows */
         free(c->sums); c->sums = sums; sums = NULL;
+        free(c->half); c->half = half; half = NULL;
         free(c->windows); c->windows = wins; wins = NULL;
         free(c->wstat); c->wstat = wst; wst = NULL;
         c->n_windows = c->cap_windows = total;
@@ -148,7 +161,7 @@ static int mpi_reduce_parts(const char *part, const char *out, int rank, int siz
         else if (!quiet) printf("reduced %d ranks: %d windows, %lld tokens -> %s\n", size, total, tokens, out);
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    free(sums); free(wins); free(wst); free(counts); free(displs); free(rcounts); free(rdispls);
+    free(sums); free(half); free(wins); free(wst); free(counts); free(displs); free(rcounts); free(rdispls);
     skv_calib_free(c);
     return rc;
 }
