@@ -34,11 +34,10 @@ void skv_xtok_free(skv_xtok_side *x) {
 }
 
 /* Restricted rows of one query head over the matched keys (xtok.h), into cs / lr. */
-static void matched_rows(const skv_xtok_side *x, const float *q, int T, int h, float *cs, float *lr, float *p) {
+static void matched_rows(const skv_xtok_side *x, const float *q, int h, float *cs, float *lr, float *p) {
     const int H = x->H, d = x->d, g = h / (H / x->Hkv), M = x->M;
     const float scale = 1.0f / sqrtf((float)d);
     const float *K = x->kbuf + (size_t)g * x->cap * d;
-    (void)T;
     for (int a = 0; a < M; a++) {
         const float *qa = q + ((size_t)x->pos[a] * H + h) * d;
         float mx = -INFINITY;
@@ -78,7 +77,7 @@ static int hook(void *ctx, int layer, const float *q, const float *k, const floa
     for (int h = 0; h < x->H; h++) {
         float *p = malloc((size_t)(x->M > 0 ? x->M : 1) * sizeof(float));
         if (!p) { fail = 1; continue; }
-        matched_rows(x, q, T, h, cs + (size_t)h * x->cap, lr ? lr + (size_t)h * x->cap : NULL, p);
+        matched_rows(x, q, h, cs + (size_t)h * x->cap, lr ? lr + (size_t)h * x->cap : NULL, p);
         free(p);
     }
     return fail ? skv_error("cross-tokenizer calibration: out of memory for attention rows") : 0;

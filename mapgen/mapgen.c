@@ -147,7 +147,13 @@ int main(int argc, char **argv) {
     skv_calib_free(acc);
     if (!p) { fprintf(stderr, "mapgen: %s\n", skv_last_error()); free(inputs); return 1; }
     if (report_only) {
-        int rc = report && skv_report_html(p, report) ? 1 : 0;
+        char note[256];
+        if (align.present)
+            snprintf(note, sizeof note, "two tokenizers, similarities over the tokens both split alike (%s): %lld of %lld LLM "
+                     "tokens (%.1f%%), %lld SLM tokens; report only, no deployable profile", SKV_CALIB_ALIGN_METHOD,
+                     (long long)align.matched, (long long)align.llm_tokens,
+                     align.llm_tokens ? 100.0 * align.matched / align.llm_tokens : 0.0, (long long)align.slm_tokens);
+        int rc = report && skv_report_html_note(p, report, align.present ? note : NULL) ? 1 : 0;
         if (rc) fprintf(stderr, "mapgen: %s\n", skv_last_error());
         else if (!quiet) {
             print_pair_table(p, &align);
