@@ -219,6 +219,8 @@ int skv_calib_compatible(const skv_calib *a, const skv_calib *b, const char *an,
         return skv_error("%s and %s: SLM differs: %s", an, bn, why);
     if (settings_diff(&a->set, &b->set, why, sizeof why))
         return skv_error("%s and %s: settings differ: %s", an, bn, why);
+    if (a->align.present != b->align.present)
+        return skv_error("%s and %s: one is a cross-tokenizer calibration, the other not", an, bn);
     return 0;
 }
 
@@ -252,6 +254,9 @@ int skv_calib_merge(skv_calib *dst, const skv_calib *src, const char *dn, const 
     memcpy(dst->wstat + (size_t)dst->n_windows * row, src->wstat, (size_t)src->n_windows * row * sizeof(float));
     dst->n_windows += src->n_windows;
     dst->tokens += src->tokens;
+    dst->align.llm_tokens += src->align.llm_tokens;
+    dst->align.slm_tokens += src->align.slm_tokens;
+    dst->align.matched += src->align.matched;
     /* shard list: sorted union */
     int n = 0;
     for (int i = 0; i < dst->n_shards; i++) sh[n++] = dst->shards[i];
@@ -308,6 +313,11 @@ void skv_calib_print_summary(const skv_calib *c, const char *path, FILE *out) {
             c->set.topk, c->set.sinks);
     for (int i = 0; i < c->n_shards; i++) fprintf(out, "%s%d", i ? "," : " ", c->shards[i]);
     fprintf(out, " of %d\n", c->set.shard_count);
+    if (c->align.present)
+        fprintf(out, "  two tokenizers, aligned by %s: %lld of %lld LLM tokens (%.1f%%) and of %lld SLM tokens (%.1f%%) matched\n",
+                SKV_CALIB_ALIGN_METHOD, (long long)c->align.matched, (long long)c->align.llm_tokens,
+                c->align.llm_tokens ? 100.0 * c->align.matched / c->align.llm_tokens : 0.0,
+                (long long)c->align.slm_tokens, c->align.slm_tokens ? 100.0 * c->align.matched / c->align.slm_tokens : 0.0);
 }
 
 /* ---- file I/O ---- */
@@ -338,6 +348,15 @@ int skv_calib_write(const skv_calib *c, const char *path) {
     cJSON_AddItemToObject(h, "settings", skv_settings_to_json(&c->set));
     cJSON_AddNumberToObject(h, "fixed_point_bits", SKV_CALIB_FIX_BITS);
     cJSON_AddNumberToObject(h, "tokens", (double)c->tokens);
+    if (c->align.present) {   /* only cross-tokenizer files carry it: shared-tokenizer files keep their bytes */
+        cJSON *al = cJSON_AddObjectToObject(h, "alignment");
+        cJSON_AddStringToObject(al, "method", SKV_CALIB_ALIGN_METHOD);
+        cJSON_AddNumberToObject(al, "llm_tokens", (double)c->align.llm_tokens);
+        cJSON_AddNumberToObject(al, "slm_tokens", (double)c->align.slm_tokens);
+        cJSON_AddNumberToObject(al, "matched", (double)c->align.matched);
+        cJSON_AddNumberToObject(al, "matched_share_llm", c->align.llm_tokens ? (double)c->align.matched / c->align.llm_tokens : 0.0);
+        cJSON_AddNumberToObject(al, "matched_share_slm", c->align.slm_tokens ? (double)c->align.matched / c->align.slm_tokens : 0.0);
+    }
     cJSON *sh = cJSON_AddArrayToObject(h, "shards");
     for (int i = 0; i < c->n_shards; i++) cJSON_AddItemToArray(sh, cJSON_CreateNumber(c->shards[i]));
     cJSON *wl = cJSON_AddArrayToObject(h, "windows");
@@ -382,6 +401,19 @@ skv_calib *skv_calib_read(const char *path) {
     if (settings_valid(&c->set)) { skv_error_prefix("%s", path); goto fail; }
     if (skv_json_int(h, "tokens", 0, 1ll << 52, &v, path, NULL)) goto fail;
     c->tokens = v;
+    if (cJSON_HasObjectItem(h, "alignment")) {
+        const cJSON *al = skv_json_child(h, "alignment", cJSON_Object, path, NULL);
+        char meth[32];
+        long long lt, stok, mt;
+        if (!al || skv_json_str(al, "method", meth, sizeof meth, path, "alignment") ||
+            skv_json_int(al, "llm_tokens", 0, 1ll << 52, &lt, path, "alignment") ||
+            skv_json_int(al, "slm_tokens", 0, 1ll << 52, &stok, path, "alignment") ||
+            skv_json_int(al, "matched", 0, 1ll << 52, &mt, path, "alignment"))
+            goto fail;
+        if (strcmp(meth, SKV_CALIB_ALIGN_METHOD) != 0) { skv_error("%s: unknown alignment method '%s'", path, meth); goto fail; }
+        if (mt > lt || mt > stok) { skv_error("%s: alignment matches %lld tokens of %lld (LLM) and %lld (SLM)", path, mt, lt, stok); goto fail; }
+        c->align = (skv_calib_align){.present = true, .llm_tokens = lt, .slm_tokens = stok, .matched = mt};
+    }
     const cJSON *sh = skv_json_child(h, "shards", cJSON_Array, path, NULL);
     const cJSON *wl = skv_json_child(h, "windows", cJSON_Array, path, NULL);
     if (!sh || !wl) goto fail;

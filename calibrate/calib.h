@@ -26,6 +26,16 @@
 
 #define SKV_CALIB_VERSION 1
 #define SKV_CALIB_FIX_BITS 40
+#define SKV_CALIB_ALIGN_METHOD "byte-span"   /* align.h */
+
+/* Cross-tokenizer runs only (header object "alignment"; absent, and present = false, when
+ * both models share one tokenizer): token counts over all windows, integers so shards
+ * merge exactly. matched <= both token counts. */
+typedef struct {
+    bool present;
+    int64_t llm_tokens, slm_tokens, matched;
+} skv_calib_align;
+
 typedef struct {
     skv_model_fp slm, llm;
     skv_calib_settings set;
@@ -40,7 +50,9 @@ typedef struct {
     int64_t cap_windows;
     int32_t *windows;         /* (n_windows) window indices done (any order in memory) */
     float *wstat;             /* (n_windows, n_metrics, L_llm) */
-    int64_t tokens;           /* tokens processed (both models see the same tokens) */
+    int64_t tokens;           /* tokens processed (both models see the same tokens; with
+                                 two tokenizers: the LLM's) */
+    skv_calib_align align;    /* how the two tokenizations aligned (cross-tokenizer only) */
     int n_shards;
     int32_t *shards;          /* ascending shard indices merged into this accumulator */
 } skv_calib;

@@ -1,5 +1,7 @@
 /* calib_run.c: one calibration run: models, tokenizer check, corpora, window plan, the window
- * loop over both forward passes, checkpoints and resume (contract in calib_run.h). */
+ * loop over both forward passes (one token stream, or with two tokenizers the LLM's window
+ * re-tokenised for the SLM and aligned: cross_window), checkpoints and resume (contract in
+ * calib_run.h). */
 #include "calib_run.h"
 #include <errno.h>
 #include <omp.h>
@@ -12,6 +14,8 @@
 #include "runtime/backend/forward.h"
 #include "runtime/model/model.h"
 #include "similarity.h"
+#include "align.h"
+#include "xtok.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
 #include "mapgen/mapping.h"
@@ -240,6 +244,72 @@ static bool stable_now(const skv_calib *cal, double max_loss, skv_calib_run_stat
     return st->stable;
 }
 
+/* ---- two tokenizers: one window ---- */
+
+/* Token i of ids as the aligner sees it; BOS counts as special only where it was inserted
+ * (the first token of a corpus whose tokenizer adds one). */
+static skv_align_tok align_tok(const skv_tokenizer *t, int id, bool bos_here) {
+    skv_align_tok a = {0};
+    a.bytes = skv_token_bytes(t, id, &a.len);
+    if (!a.bytes) { a.bytes = ""; a.len = 0; }
+    a.special = bos_here && id == skv_tok_bos(t);
+    return a;
+}
+
+/* The LLM's window tw (W tokens, at_start: first of its corpus) re-tokenised for the SLM,
+ * both aligned by text, both models run, scores over matched keys added as window w
+ * (xtok.h; docs/calibration.md "Cross-family pairs"). */
+static int cross_window(skv_calib *cal, int w, const int *tw, int W, bool at_start, int sinks, bool normalized,
+                        const skv_model *slm, const skv_model *llm, skv_xtok_side *xs, skv_xtok_side *xl,
+                        skv_calib_run_stats *st) {
+    int rc = -1, cap = xs->cap;
+    skv_align_tok *al = skv_malloc((size_t)W * sizeof *al, "alignment"), *as = skv_malloc((size_t)cap * sizeof *as, "alignment");
+    int *ids = skv_malloc((size_t)cap * sizeof *ids, "SLM window tokens");
+    int *pl = skv_malloc((size_t)W * sizeof *pl, "alignment"), *ps = skv_malloc((size_t)W * sizeof *ps, "alignment");
+    char *text = NULL;
+    if (!al || !as || !ids || !pl || !ps) goto out;
+    size_t len = 0;
+    bool lbos = at_start && skv_tok_add_bos(llm->tok);
+    for (int t = 0; t < W; t++) {
+        al[t] = align_tok(llm->tok, tw[t], lbos && t == 0);
+        if (!al[t].special) len += al[t].len;
+    }
+    if (!(text = skv_malloc(len + 1, "window text"))) goto out;
+    size_t off = 0;
+    for (int t = 0; t < W; t++)
+        if (!al[t].special) { memcpy(text + off, al[t].bytes, al[t].len); off += al[t].len; }
+    bool sbos = at_start && skv_tok_add_bos(slm->tok);
+    int first = sbos ? 1 : 0;
+    if (sbos) ids[0] = skv_tok_bos(slm->tok);
+    int got = skv_tokenize(slm->tok, text, len, false, ids + first, cap - first);
+    if (got < 0) { skv_error_prefix("SLM tokenizing window %d", w); goto out; }
+    int Ts = first + (got < cap - first ? got : cap - first);   /* beyond cap: the tail stays unmatched */
+    if (Ts < 1) { skv_error("window %d: the SLM tokenizes its text to nothing", w); goto out; }
+    for (int t = 0; t < Ts; t++) as[t] = align_tok(slm->tok, ids[t], sbos && t == 0);
+    int M = skv_align(al, W, as, Ts, pl, ps);
+    if (M < 0) goto out;
+    int drop = 0;   /* sinks: the matched keys among the LLM's first `sinks` positions */
+    while (drop < M && pl[drop] < sinks) drop++;
+    if (M - drop < 1) { skv_error("window %d: no aligned tokens beyond the %d sinks (%d matched)", w, sinks, M); goto out; }
+    double t0 = skv_now();
+    if (skv_xtok_forward(xs, ids, Ts, ps, M)) { skv_error_prefix("SLM window %d", w); goto out; }
+    double t1 = skv_now();
+    if (skv_xtok_forward(xl, tw, W, pl, M)) { skv_error_prefix("LLM window %d", w); goto out; }
+    double t2 = skv_now();
+    st->t_fwd_slm += t1 - t0;
+    st->t_fwd_llm += t2 - t1;
+    if (skv_xtok_pack(xs, drop, normalized) || skv_xtok_pack(xl, drop, normalized)) goto out;
+    if (skv_calib_add_window(cal, w, W, M - drop, xl->F, xs->F, xl->R, xs->R)) goto out;
+    st->t_sim += skv_now() - t2;
+    cal->align.llm_tokens += W;
+    cal->align.slm_tokens += Ts;
+    cal->align.matched += M;
+    rc = 0;
+out:
+    free(al); free(as); free(ids); free(pl); free(ps); free(text);
+    return rc;
+}
+
 /* ---- the run ---- */
 
 int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
@@ -273,6 +343,8 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
     int *wcorpus = NULL, *order = NULL;
     skv_calib *cal = NULL, *fresh = NULL;
     side a = {0}, b = {0};   /* a: SLM, b: LLM */
+    skv_xtok_side xs = {0}, xl = {0};   /* the same with two tokenizers */
+    int64_t cstart[SKV_CALIB_MAX_CORPORA] = {0};   /* each corpus's first token in the stream */
     skv_calib_settings set;
     memset(&set, 0, sizeof set);
 
@@ -288,17 +360,11 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
     llm = skv_model_load(o->llm_path);
     if (!llm) { skv_error_prefix("LLM %s", o->llm_path); goto done; }
     if (!slm->tok || !llm->tok) {
-        skv_error("%s: model has no tokenizer (calibration needs the shared tokenizer)", !slm->tok ? o->slm_path : o->llm_path);
+        skv_error("%s: model has no tokenizer (calibration tokenizes text)", !slm->tok ? o->slm_path : o->llm_path);
         goto done;
     }
-    uint64_t hs = skv_tokenizer_hash(slm->tok), hl = skv_tokenizer_hash(llm->tok);
-    if (hs != hl) {
-        skv_error("the SLM and LLM tokenizers differ: SLM %s has %s (hash %016llx), LLM %s has %s (hash %016llx); "
-                  "a pair must share one tokenizer",
-                  o->slm_path, skv_tokenizer_name(slm->tok), (unsigned long long)hs,
-                  o->llm_path, skv_tokenizer_name(llm->tok), (unsigned long long)hl);
-        goto done;
-    }
+    /* two tokenizers: windows of the LLM's tokens, re-tokenised for the SLM and aligned */
+    const bool cross = skv_tokenizer_hash(slm->tok) != skv_tokenizer_hash(llm->tok);
     skv_model_fp fps, fpl;
     if (skv_fp_from_model(slm, false, &fps) || skv_fp_from_model(llm, false, &fpl)) goto done;
     char why[256];
@@ -308,7 +374,7 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
     int64_t counts[SKV_CALIB_MAX_CORPORA], total = 0;
     int *parts[SKV_CALIB_MAX_CORPORA] = {0};
     for (int c = 0; c < o->n_corpora; c++) {
-        parts[c] = tokenize_corpus(slm->tok, o->corpora[c], &counts[c]);
+        parts[c] = tokenize_corpus(cross ? llm->tok : slm->tok, o->corpora[c], &counts[c]);
         if (!parts[c]) { for (int k = 0; k < c; k++) free(parts[k]); goto done; }
         if (counts[c] < W) {
             skv_error("%s: %lld tokens, fewer than one window of %d", o->corpora[c], (long long)counts[c], W);
@@ -321,7 +387,7 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
     tokens = skv_malloc((size_t)total * sizeof(int), "token stream");
     if (tokens) {
         int64_t off = 0;
-        for (int c = 0; c < o->n_corpora; c++) { memcpy(tokens + off, parts[c], (size_t)counts[c] * sizeof(int)); off += counts[c]; }
+        for (int c = 0; c < o->n_corpora; c++) { cstart[c] = off; memcpy(tokens + off, parts[c], (size_t)counts[c] * sizeof(int)); off += counts[c]; }
     }
     for (int c = 0; c < o->n_corpora; c++) free(parts[c]);
     if (!tokens) goto done;
@@ -343,6 +409,7 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
     set.shard_count = nsh;
     fresh = skv_calib_new(&fps, &fpl, &set, o->shard_index, CALIB_TOOL);
     if (!fresh) goto done;
+    fresh->align.present = cross;
 
     /* resume or start */
     if (access(o->out, F_OK) == 0) {
@@ -364,8 +431,12 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
     }
     if (!cal) { cal = fresh; fresh = NULL; }
 
-    if (side_init(&a, slm, W, sinks, rows)) goto done;
-    if (!same && side_init(&b, llm, W, sinks, rows)) goto done;
+    if (cross) {   /* the SLM may need more tokens than the LLM for the same text: room for twice */
+        if (skv_xtok_init(&xs, slm, 2 * W + 1, rows) || skv_xtok_init(&xl, llm, W, rows)) goto done;
+    } else {
+        if (side_init(&a, slm, W, sinks, rows)) goto done;
+        if (!same && side_init(&b, llm, W, sinks, rows)) goto done;
+    }
     const side *bl = same ? &a : &b;
     st.t_setup = skv_now() - t_start;
 
@@ -390,21 +461,28 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
         if (w % nsh != o->shard_index || (o->only_corpus >= 0 && wcorpus[w] != o->only_corpus)) continue;
         if (skv_calib_has_window(cal, w)) continue;
         const int *tw = tokens + starts[w];
-        double t0 = skv_now();
-        if (side_forward(&a, tw, W)) { skv_error_prefix("SLM window %d", w); goto done; }
-        double t1 = skv_now();
-        if (!same && side_forward(&b, tw, W)) { skv_error_prefix("LLM window %d", w); goto done; }
-        double t2 = skv_now();
-        st.t_fwd_slm += t1 - t0;
-        st.t_fwd_llm += t2 - t1;
-        if (o->kill_after > 0 && st.done + 1 >= o->kill_after) raise(SIGKILL);   /* test hook */
-        if (side_pack(&a, W, sinks, o->normalized) || (!same && side_pack(&b, W, sinks, o->normalized))) goto done;
-        if (skv_calib_add_window(cal, w, W, W - sinks, bl->F, a.F, bl->R, a.R)) goto done;
-        double t3 = skv_now();
-        st.t_sim += t3 - t2;
-        st.done++;
-        st.tokens += W;
+        if (cross) {
+            if (o->kill_after > 0 && st.done + 1 >= o->kill_after) raise(SIGKILL);   /* test hook */
+            if (cross_window(cal, w, tw, W, starts[w] == cstart[wcorpus[w]], sinks, o->normalized, slm, llm, &xs, &xl, &st)) goto done;
+            st.done++;
+            st.tokens += W;
+        } else {
+            double t0 = skv_now();
+            if (side_forward(&a, tw, W)) { skv_error_prefix("SLM window %d", w); goto done; }
+            double t1 = skv_now();
+            if (!same && side_forward(&b, tw, W)) { skv_error_prefix("LLM window %d", w); goto done; }
+            double t2 = skv_now();
+            st.t_fwd_slm += t1 - t0;
+            st.t_fwd_llm += t2 - t1;
+            if (o->kill_after > 0 && st.done + 1 >= o->kill_after) raise(SIGKILL);   /* test hook */
+            if (side_pack(&a, W, sinks, o->normalized) || (!same && side_pack(&b, W, sinks, o->normalized))) goto done;
+            if (skv_calib_add_window(cal, w, W, W - sinks, bl->F, a.F, bl->R, a.R)) goto done;
+            st.t_sim += skv_now() - t2;
+            st.done++;
+            st.tokens += W;
+        }
         if (++since_ckpt >= every && st.done < todo) {
+            double t3 = skv_now();
             if (skv_calib_write(cal, o->out)) goto done;
             since_ckpt = 0;
             st.t_ckpt += skv_now() - t3;
@@ -429,6 +507,7 @@ int skv_calib_run(const skv_calib_run_opts *o, skv_calib_run_stats *st_out) {
 done:
     if (st_out) *st_out = st;
     side_free(&a); side_free(&b);
+    skv_xtok_free(&xs); skv_xtok_free(&xl);
     skv_calib_free(cal); skv_calib_free(fresh);
     free(tokens); free(starts); free(wcorpus); free(order);
     skv_model_free(slm); skv_model_free(llm);

@@ -1,9 +1,12 @@
 /* calib_run.h: one calibration run (method.md section 3), the engine behind the calibrate tool.
  *
- * Loads the SLM and the LLM, refuses a pair whose tokenizers differ, tokenises the corpora,
- * cuts the window plan, runs both models over each window of this shard (colsum and lastrow
- * for every layer, no LM head), adds every window to a calibration accumulator (calib.h) and
- * writes it atomically every `checkpoint_every` windows and at the end.
+ * Loads the SLM and the LLM, tokenises the corpora, cuts the window plan, runs both models
+ * over each window of this shard (colsum and lastrow for every layer, no LM head), adds every
+ * window to a calibration accumulator (calib.h) and writes it atomically every
+ * `checkpoint_every` windows and at the end.
+ * When the two tokenizers differ, the corpora are tokenised by the LLM (the plan below is over
+ * its tokens), the SLM tokenises each window's text itself, and the heads are compared over
+ * the positions both tokenizations split alike (align.h, xtok.h; the file's "alignment").
  *
  * Window plan (deterministic; see docs/calibration.md):
  *   - each corpus is tokenised on its own (BOS first when the tokenizer adds one) and the
@@ -67,7 +70,7 @@ typedef struct {
     int mine;                  /* windows of this shard / corpus */
     int skipped;               /* already present (resume) */
     int done;                  /* added by this run */
-    int64_t tokens;            /* tokens processed by this run (per model) */
+    int64_t tokens;            /* tokens processed by this run (per model; two tokenizers: the LLM's) */
     int64_t corpus_tokens[SKV_CALIB_MAX_CORPORA];
     int corpus_windows[SKV_CALIB_MAX_CORPORA];  /* windows of the plan per corpus */
     double t_total;            /* seconds of the window loop (both models, similarities, checkpoints) */

@@ -24,7 +24,11 @@ static void usage(FILE *f) {
         "Measure how alike every LLM head's attention is to every SLM head's over windows of\n"
         "text and write a calibration file (input of mapgen).\n"
         "  --slm PATH             small model (GGUF file or Hugging Face directory)\n"
-        "  --llm PATH             large model (must share the SLM's tokenizer)\n"
+        "  --llm PATH             large model. With the SLM's tokenizer: one token stream for\n"
+        "                         both. With another tokenizer: windows are cut from the LLM's\n"
+        "                         tokens, the SLM tokenises the same text, and heads are compared\n"
+        "                         over the tokens both split alike (byte spans; the file records\n"
+        "                         the matched share). Such a file gives a report, not a profile\n"
         "  --corpus [NAME=]FILE   text corpus (repeatable, at most %d; tokenised one by one and\n"
         "                         concatenated in the given order; windows never straddle two).\n"
         "                         Recorded as NAME (letters, digits, . _ + -; default: the file's\n"
@@ -132,6 +136,9 @@ static int mpi_reduce_parts(const char *part, const char *out, int rank, int siz
         }
     }
     MPI_Reduce(&tok, &tokens, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    /* cross-tokenizer runs: the alignment's token counts add up like the sums */
+    long long al[3] = {c->align.llm_tokens, c->align.slm_tokens, c->align.matched}, al_sum[3] = {0, 0, 0};
+    MPI_Reduce(al, al_sum, 3, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Gather(&nw, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
     int32_t *wins = NULL;
     float *wst = NULL;
@@ -152,6 +159,7 @@ static int mpi_reduce_parts(const char *part, const char *out, int rank, int siz
         free(c->wstat); c->wstat = wst; wst = NULL;
         c->n_windows = c->cap_windows = total;
         c->tokens = tokens;
+        c->align.llm_tokens = al_sum[0]; c->align.slm_tokens = al_sum[1]; c->align.matched = al_sum[2];
         int32_t *sh = malloc((size_t)size * sizeof *sh);
         if (!sh) { fprintf(stderr, "calibrate: out of memory\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
         for (int r = 0; r < size; r++) sh[r] = r;

@@ -124,7 +124,9 @@ static void curve_chart(FILE *f, const skv_profile *p) {
 #undef Y
 }
 
-int skv_report_html(const skv_profile *p, const char *path) {
+int skv_report_html(const skv_profile *p, const char *path) { return skv_report_html_note(p, path, NULL); }
+
+int skv_report_html_note(const skv_profile *p, const char *path, const char *note) {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return skv_error("%s: path too long", path);
     FILE *f = fopen(tmp, "w");
@@ -144,6 +146,11 @@ int skv_report_html(const skv_profile *p, const char *path) {
         fprintf(f, "<tr><th>corpus</th><td>");
         esc(f, c->corpora[i].name);
         fprintf(f, " (%lld bytes), sha256 %s</td></tr>\n", (long long)c->corpora[i].bytes, c->corpora[i].sha256);
+    }
+    if (note) {
+        fprintf(f, "<tr><th>note</th><td>");
+        esc(f, note);
+        fprintf(f, "</td></tr>\n");
     }
     fprintf(f, "<tr><th>mapping</th><td>metric %s, eps %g, depth %d of %d (eps alone: %d%s)</td></tr>\n",
             skv_metric_name(p->metric), p->eps, p->depth, p->slm.n_layer, p->depth_eps, p->max_depth ? ", capped" : "");

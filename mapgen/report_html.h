@@ -6,5 +6,8 @@
 #include "profiles/profile.h"
 
 int skv_report_html(const skv_profile *p, const char *path);
+/* The same with a line of plain text (escaped) shown under the calibration, e.g. how two
+ * tokenizers aligned (mapgen --report-only); NULL: none. */
+int skv_report_html_note(const skv_profile *p, const char *path, const char *note);
 
 #endif

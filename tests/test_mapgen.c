@@ -1,7 +1,8 @@
 /* test_mapgen.c: the mapgen tool end to end. Writes synthetic calibration shards, runs
  * the built binary ($SKV_MAPGEN, else $BUILD/bin/mapgen, else build/bin/mapgen; skipped
  * when absent) and checks its exit codes, messages, and that the profile it writes from
- * shards merged in any order equals the one built in-process from a single run. */
+ * shards merged in any order equals the one built in-process from a single run; a
+ * cross-tokenizer calibration gets a report (--report-only) and no profile. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -238,12 +239,73 @@ static void test_refusals(void **st) {
     assert_int_equal(access(test_tmp("r.skvprof"), F_OK), -1);
 }
 
+/* A cross-tokenizer calibration (two tokenizers, "alignment" in the header): no profile, with
+ * the reason; --report-only prints the pair's table (alignment counts merged over shards) and
+ * writes the HTML report; it does not merge with a one-tokenizer file. */
+static void test_cross_tokenizer(void **st) {
+    (void)st;
+    need_binary();
+    write_shards();
+    for (int k = 0; k < 2; k++) {
+        skv_calib *c = mk(k, "aaaa");
+        snprintf(c->slm.tokenizer_hash, sizeof c->slm.tokenizer_hash, "11ee11ee");   /* another tokenizer */
+        c->align = (skv_calib_align){.present = true, .llm_tokens = 100, .slm_tokens = 110, .matched = 90 + k};
+        for (int w = k; w < NW; w += 3) add(c, w);
+        char name[32];
+        snprintf(name, sizeof name, "x%d.calib", k);
+        assert_int_equal(skv_calib_write(c, test_tmp(name)), 0);
+        skv_calib_free(c);
+    }
+    skv_calib *r = skv_calib_read(test_tmp("x1.calib"));
+    assert_non_null(r);
+    assert_true(r->align.present);
+    assert_int_equal(r->align.matched, 91);
+    assert_int_equal(r->align.slm_tokens, 110);
+    skv_calib_free(r);
+    char args[1024], *out;
+    snprintf(args, sizeof args, "%s %s -o %s", test_tmp("x0.calib"), test_tmp("x1.calib"), test_tmp("x.skvprof"));
+    assert_int_equal(run(args, &out), 1);
+    assert_non_null(strstr(out, "different tokenizers"));
+    assert_non_null(strstr(out, "one token stream"));
+    assert_non_null(strstr(out, "--report-only"));
+    free(out);
+    assert_int_equal(access(test_tmp("x.skvprof"), F_OK), -1);
+    snprintf(args, sizeof args, "%s %s --report-only --report %s", test_tmp("x0.calib"), test_tmp("x1.calib"), test_tmp("x.html"));
+    assert_int_equal(run(args, &out), 0);
+    assert_non_null(strstr(out, "181 of 200 LLM tokens matched (90.5%), of 220 SLM tokens"));
+    assert_non_null(strstr(out, "best(all)"));
+    assert_non_null(strstr(out, "cosine"));
+    free(out);
+    char *html = skv_read_file(test_tmp("x.html"), NULL);
+    assert_non_null(html);
+    assert_non_null(strstr(html, "two tokenizers, similarities over the tokens both split alike (byte-span): 181 of 200"));
+    free(html);
+    assert_int_equal(access(test_tmp("x.skvprof"), F_OK), -1);
+    snprintf(args, sizeof args, "%s --report-only -o %s", test_tmp("x0.calib"), test_tmp("x.skvprof"));
+    assert_int_equal(run(args, &out), 2);
+    assert_non_null(strstr(out, "drop -o"));
+    free(out);
+    /* a one-tokenizer file reports too, and says so */
+    snprintf(args, sizeof args, "%s --report-only", test_tmp("s0.calib"));
+    assert_int_equal(run(args, &out), 0);
+    assert_non_null(strstr(out, "one tokenizer"));
+    free(out);
+    /* a cross file and a one-tokenizer file of the same models do not merge */
+    skv_calib *a = skv_calib_read(test_tmp("x0.calib")), *b = skv_calib_read(test_tmp("s1.calib"));
+    assert_non_null(a); assert_non_null(b);
+    snprintf(b->slm.tokenizer_hash, sizeof b->slm.tokenizer_hash, "11ee11ee");
+    assert_int_equal(skv_calib_merge(a, b, "x0", "s1"), -1);
+    assert_non_null(strstr(skv_last_error(), "cross-tokenizer"));
+    skv_calib_free(a); skv_calib_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_args),
         cmocka_unit_test(test_merge_equals_single),
         cmocka_unit_test(test_depth_cap),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_cross_tokenizer),
     };
     return cmocka_run_group_tests(tests, setup, test_tmpdir_teardown);
 }
