@@ -322,7 +322,7 @@ QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM
 # and made the SLM's step 1.3x slower (10.8 vs 8.1 ms); run it on an otherwise idle machine
 QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 
-.PHONY: eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
+.PHONY: eval-retrieval eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
 eval-quick: $(SKV)
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -330,6 +330,14 @@ eval-quick: $(SKV)
 	$(QUICK) passkey --lengths 1024 --depths 0,50,100 --budgets 0.2 \
 	  --policies full,h2o,snapkv:decode=evict,smallkv:sum -o results/quick-passkey.json
 	$(SKV) eval report results/quick-fidelity.json results/quick-passkey.json -o results/quick.md
+
+# query-aware selection against its bound on the test pair (docs/results.md section 9,
+# docs/lab/retrieval.md): SmallKV's two scores, Quest and the oracle, with SnapKV as
+# published (decode=keep) and held to the budget, the 1535-step protocol
+RETRIEVAL_POLICIES ?= full,streamingllm,h2o,snapkv,snapkv:decode=evict,quest,oracle,smallkv:score=acc,smallkv
+eval-retrieval: $(SKV)
+	@mkdir -p results
+	$(QUICK) fidelity --budgets 0.1,0.2 --policies $(RETRIEVAL_POLICIES) --batch 16 -o results/smol-retrieval.json
 
 eval: eval-fidelity eval-ablation eval-passkey eval-speed eval-gsm8k eval-bbh eval-report
 # the 1535-step protocol (N = 2048, P = 512), one document per corpus, every policy and budget
