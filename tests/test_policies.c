@@ -356,6 +356,49 @@ static skv_kvcache *random_cache(int Hkv, int d, int n, unsigned seed, float *ke
     return c;
 }
 
+/* EMS while decoding: with ems_gen=inf (default) a generated token is never outscored while it
+ * stays; with ems_gen=acc, once a decode row has seen it, it competes by its attention. */
+static void test_ems_gen(void **st) {
+    (void)st;
+    const int n = 8;
+    float kv[10 * 2];
+    for (int i = 0; i < 20; i++) kv[i] = (float)(i % 3) - 1;
+    float colsum[8] = {10, 1, 5, 0.5f, 4, 0.2f, 0.1f, 3}, obs[8] = {0, 0, 0, 0, 0, 0, 1, 1};
+    const char *specs[2] = {"ems:sinks=1:ems_gamma=1:window=2", "ems:sinks=1:ems_gamma=1:window=2:ems_gen=acc"};
+    for (int mode = 0; mode < 2; mode++) {
+        skv_kvcache *c = skv_kvcache_new(1, 1, 2, false);
+        assert_int_equal(skv_kvcache_cold_reserve(c, 10), 0);
+        assert_int_equal(skv_kvcache_cold_write(c, 0, 0, 10, kv, kv), 0);
+        skv_policy *p = mkpol(specs[mode], 1, 1, 1);
+        skv_prefill_info pi = {.layer = 0, .H = 1, .Hkv = 1, .n0 = 0, .n = n, .stride = 8, .colsum = colsum, .obs = obs,
+                               .obs_rows = 2, .cache = c, .budget = 3};
+        assert_int_equal(p->on_prefill(p, &pi), 0);
+        bufs b;
+        int need[1] = {4};
+        assert_int_equal(skv_kvcache_hot_reserve(c, 0, need, NULL), 0);
+        skv_select_io io = io_for(c, &b, 0, 0, n, 0, 3);
+        assert_int_equal(p->select(p, &io), 0);
+        assert_true(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0) >= 0);
+        /* step 1 adds position 8: it scores +inf either way (nothing has seen it yet) */
+        io = io_for(c, &b, 0, 0, 9, 8, 3);
+        assert_int_equal(p->select(p, &io), 0);
+        int w1[3] = {0, 7, 8};   /* 7 (3 + its window sum, aligned) beats 2 (5) */
+        expect(io.kv_pos, io.n_kv, w1, 3);
+        assert_true(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0) >= 0);
+        /* the step's row: much attention on 7, almost none on 8 */
+        int pos[3] = {0, 7, 8};
+        float prob[3] = {0.4f, 0.59f, 0.01f};
+        p->on_step(p, 0, 0, pos, prob, NULL, 3);
+        /* step 2 adds 9: inf keeps 8 and drops 7; acc keeps 7 and drops 8 */
+        io = io_for(c, &b, 0, 0, 10, 9, 3);
+        assert_int_equal(p->select(p, &io), 0);
+        int w_inf[3] = {0, 8, 9}, w_acc[3] = {0, 7, 9};
+        expect(io.kv_pos, io.n_kv, mode ? w_acc : w_inf, 3);
+        skv_policy_free(p);
+        skv_kvcache_free(c);
+    }
+}
+
 static void test_quest(void **st) {
     (void)st;
     enum { n = 50, d = 8, Hkv = 2, H = 4, P = 8 };
@@ -622,6 +665,7 @@ int main(void) {
         cmocka_unit_test(test_smallkv_split),
         cmocka_unit_test(test_smallkv_select),
         cmocka_unit_test(test_ems),
+        cmocka_unit_test(test_ems_gen),
         cmocka_unit_test(test_quest),
         cmocka_unit_test(test_oracle),
         cmocka_unit_test(test_snapkv_decode),
