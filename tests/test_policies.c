@@ -357,18 +357,19 @@ static skv_kvcache *random_cache(int Hkv, int d, int n, unsigned seed, float *ke
 }
 
 /* EMS while decoding: with ems_gen=inf (default) a generated token is never outscored while it
- * stays; with ems_gen=acc, once a decode row has seen it, it competes by its attention. */
+ * stays; with ems_gen=acc, once a decode row has seen it, it competes by its attention; the
+ * sinks stay in both however many tokens are generated. */
 static void test_ems_gen(void **st) {
     (void)st;
     const int n = 8;
-    float kv[10 * 2];
-    for (int i = 0; i < 20; i++) kv[i] = (float)(i % 3) - 1;
+    float kv[14 * 2];
+    for (int i = 0; i < 28; i++) kv[i] = (float)(i % 3) - 1;
     float colsum[8] = {10, 1, 5, 0.5f, 4, 0.2f, 0.1f, 3}, obs[8] = {0, 0, 0, 0, 0, 0, 1, 1};
     const char *specs[2] = {"ems:sinks=1:ems_gamma=1:window=2", "ems:sinks=1:ems_gamma=1:window=2:ems_gen=acc"};
     for (int mode = 0; mode < 2; mode++) {
         skv_kvcache *c = skv_kvcache_new(1, 1, 2, false);
-        assert_int_equal(skv_kvcache_cold_reserve(c, 10), 0);
-        assert_int_equal(skv_kvcache_cold_write(c, 0, 0, 10, kv, kv), 0);
+        assert_int_equal(skv_kvcache_cold_reserve(c, 14), 0);
+        assert_int_equal(skv_kvcache_cold_write(c, 0, 0, 14, kv, kv), 0);
         skv_policy *p = mkpol(specs[mode], 1, 1, 1);
         skv_prefill_info pi = {.layer = 0, .H = 1, .Hkv = 1, .n0 = 0, .n = n, .stride = 8, .colsum = colsum, .obs = obs,
                                .obs_rows = 2, .cache = c, .budget = 3};
@@ -394,6 +395,17 @@ static void test_ems_gen(void **st) {
         assert_int_equal(p->select(p, &io), 0);
         int w_inf[3] = {0, 8, 9}, w_acc[3] = {0, 7, 9};
         expect(io.kv_pos, io.n_kv, mode ? w_acc : w_inf, 3);
+        /* more tokens than the budget since the prefill: the sink stays (it used to tie with
+         * the unscored generated tokens at +inf and lose to the later ones) */
+        for (int k = 10; k < 14; k++) {
+            assert_true(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0) >= 0);
+            io = io_for(c, &b, 0, 0, k + 1, k, 3);
+            assert_int_equal(p->select(p, &io), 0);
+            assert_int_equal(io.n_kv, 3);
+            skv_sort_ints(io.kv_pos, io.n_kv);
+            assert_int_equal(io.kv_pos[0], 0);
+            assert_int_equal(io.kv_pos[2], k);
+        }
         skv_policy_free(p);
         skv_kvcache_free(c);
     }

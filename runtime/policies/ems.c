@@ -8,7 +8,7 @@
  *           then exactly the last w decode rows (a ring of rows per lane);
  *   score = global + local * mean(global) / mean(local)   (means over the candidates:
  *           "mean alignment", relative weight 1).
- * Sinks and positions without a score yet score +inf: with ems_gen=inf (the default) every
+ * Sinks score +inf; positions without a score yet score just below (FLT_MAX): with ems_gen=inf (the default) every
  * token added after the last prefill, for as long as it stays; with ems_gen=acc only the
  * token being added (docs/lab/retrieval.md measures both).
  * Evict + merge, per lane with budget N tokens (skv_budget_tokens), over the candidates
@@ -27,6 +27,7 @@
  * (so from then on every step merges or drops exactly the surplus). */
 #include "ems.h"
 #include "common/util.h"
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,7 +234,10 @@ static int ems_select(skv_policy *p, skv_select_io *io) {
     for (int k = 0; k < n; k++) sc[k] = -INFINITY;
     for (int i = 0; i < nc; i++) {
         int k = cand[i];
-        sc[k] = k < ((const ems_opts *)p->opts)->sinks || k >= scored ? INFINITY : (float)(gl[k] + a * lo[k]);
+        /* sinks outrank the unscored positions: both used to score +inf, and top-k breaks ties
+         * towards later positions, so once more tokens than the budget had been added since
+         * the prefill the sinks were evicted (docs/lab/retrieval.md) */
+        sc[k] = k < ((const ems_opts *)p->opts)->sinks ? INFINITY : k >= scored ? FLT_MAX : (float)(gl[k] + a * lo[k]);
     }
     (void)nm;
     /* evict: keep the top M = gamma N; centres: the top N of those */
