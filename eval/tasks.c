@@ -255,6 +255,7 @@ static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol
 static void add_mem(cJSON *r, const skv_session_mem *m) {
     cJSON *o = cJSON_AddObjectToObject(r, "memory");
     cJSON_AddNumberToObject(o, "hot_bytes", (double)m->hot_used);
+    if (m->hot_meta) cJSON_AddNumberToObject(o, "hot_meta_bytes", (double)m->hot_meta);   /* part of hot_bytes */
     cJSON_AddNumberToObject(o, "cold_bytes", (double)m->cold_used);
     cJSON_AddNumberToObject(o, "slm_cache_bytes", (double)m->slm_cache);
     cJSON_AddNumberToObject(o, "slm_weights_bytes", (double)m->slm_weights);

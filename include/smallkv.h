@@ -122,7 +122,8 @@ int smallkv_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, vo
 
 typedef struct {
     /* memory, bytes */
-    size_t hot_bytes;        /* LLM hot tier in use (the budgeted part) */
+    size_t hot_bytes;        /* LLM hot tier in use (the budgeted part, with a policy's selection
+                                metadata kept beside it: Quest's page key bounds) */
     size_t cold_bytes;       /* LLM cold tier (SmallKV keeps every K/V here for restores) */
     size_t slm_weight_bytes; /* SLM weights (0 without an SLM) */
     size_t slm_cache_bytes;  /* SLM K/V cache in use */

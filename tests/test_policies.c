@@ -1,6 +1,7 @@
 /* test_policies.c: each policy's selection on small synthetic scores against a
- * hand-computed answer, SmallKV's budget split, the marginal weights, and the lane shares
- * of PyramidKV / Ada-KV. */
+ * hand-computed answer, SmallKV's budget split, the marginal weights, the lane shares
+ * of PyramidKV / Ada-KV, SnapKV's decode=keep|evict, Quest's page bounds (they bound every
+ * true score of their page) and pages, and the oracle's exact top-k. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include "runtime/policies/ems.h"
 #include "runtime/policies/policy.h"
+#include "runtime/policies/quest.h"
 #include "runtime/policies/smallkv.h"
 #include "runtime/policies/snapkv.h"
 #include "common/util.h"
@@ -342,6 +344,231 @@ static void test_ems(void **st) {
 /* Every policy's option table is well formed; an option name means the same everywhere (the
  * CLI takes it as one flag for every policy); each spec's label parses back to the same
  * options; the help names every visible option. */
+/* a float cache of one layer, Hkv lanes, head dim d, with pseudo-random keys (values = keys) */
+static skv_kvcache *random_cache(int Hkv, int d, int n, unsigned seed, float *keys /* (n, Hkv, d) */) {
+    skv_kvcache *c = skv_kvcache_new(1, Hkv, d, false);
+    assert_int_equal(skv_kvcache_cold_reserve(c, n), 0);
+    for (int i = 0; i < n * Hkv * d; i++) {
+        seed = seed * 1103515245u + 12345u;
+        keys[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+    assert_int_equal(skv_kvcache_cold_write(c, 0, 0, n, keys, keys), 0);
+    return c;
+}
+
+/* EMS while decoding: with ems_gen=inf (default) a generated token is never outscored while it
+ * stays; with ems_gen=acc, once a decode row has seen it, it competes by its attention; the
+ * sinks stay in both however many tokens are generated. */
+static void test_ems_gen(void **st) {
+    (void)st;
+    const int n = 8;
+    float kv[14 * 2];
+    for (int i = 0; i < 28; i++) kv[i] = (float)(i % 3) - 1;
+    float colsum[8] = {10, 1, 5, 0.5f, 4, 0.2f, 0.1f, 3}, obs[8] = {0, 0, 0, 0, 0, 0, 1, 1};
+    const char *specs[2] = {"ems:sinks=1:ems_gamma=1:window=2", "ems:sinks=1:ems_gamma=1:window=2:ems_gen=acc"};
+    for (int mode = 0; mode < 2; mode++) {
+        skv_kvcache *c = skv_kvcache_new(1, 1, 2, false);
+        assert_int_equal(skv_kvcache_cold_reserve(c, 14), 0);
+        assert_int_equal(skv_kvcache_cold_write(c, 0, 0, 14, kv, kv), 0);
+        skv_policy *p = mkpol(specs[mode], 1, 1, 1);
+        skv_prefill_info pi = {.layer = 0, .H = 1, .Hkv = 1, .n0 = 0, .n = n, .stride = 8, .colsum = colsum, .obs = obs,
+                               .obs_rows = 2, .cache = c, .budget = 3};
+        assert_int_equal(p->on_prefill(p, &pi), 0);
+        bufs b;
+        int need[1] = {4};
+        assert_int_equal(skv_kvcache_hot_reserve(c, 0, need, NULL), 0);
+        skv_select_io io = io_for(c, &b, 0, 0, n, 0, 3);
+        assert_int_equal(p->select(p, &io), 0);
+        assert_true(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0) >= 0);
+        /* step 1 adds position 8: it scores +inf either way (nothing has seen it yet) */
+        io = io_for(c, &b, 0, 0, 9, 8, 3);
+        assert_int_equal(p->select(p, &io), 0);
+        int w1[3] = {0, 7, 8};   /* 7 (3 + its window sum, aligned) beats 2 (5) */
+        expect(io.kv_pos, io.n_kv, w1, 3);
+        assert_true(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0) >= 0);
+        /* the step's row: much attention on 7, almost none on 8 */
+        int pos[3] = {0, 7, 8};
+        float prob[3] = {0.4f, 0.59f, 0.01f};
+        p->on_step(p, 0, 0, pos, prob, NULL, 3);
+        /* step 2 adds 9: inf keeps 8 and drops 7; acc keeps 7 and drops 8 */
+        io = io_for(c, &b, 0, 0, 10, 9, 3);
+        assert_int_equal(p->select(p, &io), 0);
+        int w_inf[3] = {0, 8, 9}, w_acc[3] = {0, 7, 9};
+        expect(io.kv_pos, io.n_kv, mode ? w_acc : w_inf, 3);
+        /* more tokens than the budget since the prefill: the sink stays (it used to tie with
+         * the unscored generated tokens at +inf and lose to the later ones) */
+        for (int k = 10; k < 14; k++) {
+            assert_true(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0) >= 0);
+            io = io_for(c, &b, 0, 0, k + 1, k, 3);
+            assert_int_equal(p->select(p, &io), 0);
+            assert_int_equal(io.n_kv, 3);
+            skv_sort_ints(io.kv_pos, io.n_kv);
+            assert_int_equal(io.kv_pos[0], 0);
+            assert_int_equal(io.kv_pos[2], k);
+        }
+        skv_policy_free(p);
+        skv_kvcache_free(c);
+    }
+}
+
+static void test_quest(void **st) {
+    (void)st;
+    enum { n = 50, d = 8, Hkv = 2, H = 4, P = 8 };
+    float keys[n * Hkv * d], q[H * d];
+    skv_kvcache *c = random_cache(Hkv, d, n, 7, keys);
+    for (int i = 0; i < H * d; i++) q[i] = (float)((i * 37) % 11) / 5.0f - 1.0f;
+    skv_policy *p = mkpol("quest:page=8", 1, H, Hkv);
+    assert_non_null(p);
+    bufs b;
+    skv_select_io io = io_for(c, &b, 0, 1, n, 0, 20);
+    io.q = q; io.d = d;
+    assert_int_equal(p->select(p, &io), 0);
+    /* the bound of every page of lane 1 is >= q.k of each of its keys, for both query heads
+     * of the group (pages of 8: 0..7, .., 40..47, and the current one 48..49) */
+    for (int t = 0; t < 2; t++) {
+        const float *qh = q + (size_t)(1 * 2 + t) * d;
+        for (int pg = 0; pg * P < n; pg++) {
+            float u;
+            assert_int_equal(skv_policy_quest_bound(p, 0, 1, pg, qh, &u), 0);
+            float best = -INFINITY;
+            for (int k = pg * P; k < (pg + 1) * P && k < n; k++) {
+                float dot = 0;
+                for (int ch = 0; ch < d; ch++) dot += qh[ch] * keys[((size_t)k * Hkv + 1) * d + ch];
+                if (dot > u + 1e-5f) fail_msg("page %d bound %g < q.k %g of position %d", pg, u, dot, k);
+                best = fmaxf(best, dot);
+            }
+            assert_true(u >= best - 1e-5f);
+        }
+    }
+    assert_int_equal(skv_policy_quest_bound(p, 0, 1, 7, q, &(float){0}), -1);   /* not seen */
+    /* selection: 20 tokens = the current page (48, 49) + the two best pages whole (16) + the
+     * first 2 tokens of the third best; the pages follow the group's summed bounds */
+    assert_int_equal(io.n_kv, 20);
+    assert_int_equal(io.n_v, 0);
+    float pb[6];
+    for (int pg = 0; pg < 6; pg++) {
+        float u0, u1;
+        skv_policy_quest_bound(p, 0, 1, pg, q + 2 * d, &u0);
+        skv_policy_quest_bound(p, 0, 1, pg, q + 3 * d, &u1);
+        pb[pg] = u0 + u1;
+    }
+    int order[6] = {0, 1, 2, 3, 4, 5};
+    for (int i = 0; i < 6; i++)
+        for (int j = i + 1; j < 6; j++)
+            if (pb[order[j]] > pb[order[i]]) { int t = order[i]; order[i] = order[j]; order[j] = t; }
+    unsigned char in[n] = {0};
+    for (int i = 0; i < io.n_kv; i++) in[io.kv_pos[i]] = 1;
+    assert_true(in[48] && in[49]);
+    for (int k = 0; k < P; k++) assert_true(in[order[0] * P + k] && in[order[1] * P + k]);
+    assert_true(in[order[2] * P] && in[order[2] * P + 1] && !in[order[2] * P + 2]);
+    for (int k = 0; k < P; k++) assert_false(in[order[5] * P + k]);
+    skv_policy_free(p);
+    /* the budget of the whole sequence keeps everything */
+    p = mkpol("quest", 1, H, Hkv);
+    io = io_for(c, &b, 0, 0, n, 0, n);
+    io.q = q; io.d = d;
+    assert_int_equal(p->select(p, &io), 0);
+    assert_int_equal(io.n_kv, n);
+    /* metadata: ceil(50 / 16) pages x min and max rows of d floats, for the one lane seen */
+    skv_policy_mem m = {0};
+    p->mem(p, &m);
+    assert_int_equal(m.hot_meta_bytes, 4 * 2 * d * sizeof(float));
+    skv_policy_free(p);
+    skv_kvcache_free(c);
+}
+
+static void test_oracle(void **st) {
+    (void)st;
+    enum { n = 40, d = 8, Hkv = 1, H = 2 };
+    float keys[n * Hkv * d], q[H * d];
+    skv_kvcache *c = random_cache(Hkv, d, n, 3, keys);
+    for (int i = 0; i < H * d; i++) q[i] = (float)((i * 13) % 7) / 2.0f - 1.5f;
+    skv_policy *p = mkpol("oracle", 1, H, Hkv);
+    assert_non_null(p);
+    bufs b;
+    skv_select_io io = io_for(c, &b, 0, 0, n, 0, 10);
+    io.q = q; io.d = d;
+    assert_int_equal(p->select(p, &io), 0);
+    /* the 10 tokens with the most attention (softmax per head, summed over the group) */
+    double a[n] = {0};
+    for (int h = 0; h < H; h++) {
+        double lg[n], mx = -1e30, z = 0;
+        for (int k = 0; k < n; k++) {
+            lg[k] = 0;
+            for (int ch = 0; ch < d; ch++) lg[k] += q[h * d + ch] * keys[k * d + ch];
+            lg[k] /= sqrt(d);
+            mx = fmax(mx, lg[k]);
+        }
+        for (int k = 0; k < n; k++) z += (lg[k] = exp(lg[k] - mx));
+        for (int k = 0; k < n; k++) a[k] += lg[k] / z;
+    }
+    assert_int_equal(io.n_kv, 10);
+    double kept_min = 1e30, out_max = 0;
+    unsigned char in[n] = {0};
+    for (int i = 0; i < io.n_kv; i++) in[io.kv_pos[i]] = 1;
+    for (int k = 0; k < n; k++) {
+        if (in[k]) kept_min = fmin(kept_min, a[k]);
+        else out_max = fmax(out_max, a[k]);
+    }
+    assert_true(kept_min >= out_max);
+    /* budget n: everything */
+    io = io_for(c, &b, 0, 0, n, 0, n);
+    io.q = q; io.d = d;
+    assert_int_equal(p->select(p, &io), 0);
+    assert_int_equal(io.n_kv, n);
+    /* without the query it refuses */
+    io = io_for(c, &b, 0, 0, n, 0, 10);
+    assert_int_equal(p->select(p, &io), -1);
+    skv_policy_free(p);
+    skv_kvcache_free(c);
+}
+
+static void test_snapkv_decode(void **st) {
+    (void)st;
+    const int n = 10;
+    float obs[10] = {0, 1, 0, 0, 5, 0, 0, 2, 9, 9};
+    const char *specs[2] = {"snapkv:sinks=1:window=2:pool=1", "snapkv:sinks=1:window=2:pool=1:decode=evict"};
+    for (int mode = 0; mode < 2; mode++) {
+        skv_kvcache *c = cache(1, 1, n + 6);
+        skv_policy *p = mkpol(specs[mode], 1, 1, 1);
+        skv_prefill_info pi = {.layer = 0, .H = 1, .Hkv = 1, .n0 = 0, .n = n, .stride = 10, .obs = obs, .obs_rows = 2,
+                               .cache = c, .budget = 5};
+        assert_int_equal(p->on_prefill(p, &pi), 0);
+        bufs b;
+        skv_select_io io = io_for(c, &b, 0, 0, n, 0, 5);
+        assert_int_equal(p->select(p, &io), 0);
+        int want[5] = {0, 4, 7, 8, 9};   /* the prompt compressed to the budget either way */
+        expect(io.kv_pos, io.n_kv, want, 5);
+        int need[1] = {n + 6};
+        assert_int_equal(skv_kvcache_hot_reserve(c, 0, need, NULL), 0);
+        assert_int_equal(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0), 5);
+        /* six decode steps at a budget of 5 tokens */
+        for (int k = n; k < n + 6; k++) {
+            io = io_for(c, &b, 0, 0, k + 1, k, 5);
+            assert_int_equal(p->select(p, &io), 0);
+            assert_int_equal(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0) >= 0, 1);
+        }
+        if (mode == 0) {   /* keep: the compressed prompt and every generated token */
+            int want_keep[11] = {0, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+            expect(io.kv_pos, io.n_kv, want_keep, 11);
+        } else {           /* evict: 5 tokens, the generated ones (+inf) push the prompt out */
+            int want_ev[5] = {0, 12, 13, 14, 15};
+            expect(io.kv_pos, io.n_kv, want_ev, 5);
+        }
+        skv_policy_free(p);
+        skv_kvcache_free(c);
+    }
+    /* the labels: evict (the behaviour of the older records) omits the option */
+    skv_policy_spec s;
+    char label[64];
+    assert_int_equal(skv_policy_spec_parse("snapkv:decode=evict", &s), 0);
+    skv_policy_spec_label(&s, label, sizeof label);
+    assert_string_equal(label, "snapkv");
+    assert_int_equal(skv_policy_spec_parse("pyramidkv", &s), 0);
+    skv_policy_spec_label(&s, label, sizeof label);
+    assert_string_equal(label, "pyramidkv:decode=keep");
+}
+
 static void test_option_tables(void **st) {
     (void)st;
     const char *help = skv_policy_help();
@@ -450,6 +677,10 @@ int main(void) {
         cmocka_unit_test(test_smallkv_split),
         cmocka_unit_test(test_smallkv_select),
         cmocka_unit_test(test_ems),
+        cmocka_unit_test(test_ems_gen),
+        cmocka_unit_test(test_quest),
+        cmocka_unit_test(test_oracle),
+        cmocka_unit_test(test_snapkv_decode),
         cmocka_unit_test(test_option_tables),
         cmocka_unit_test(test_specs),
         cmocka_unit_test(test_unknown),

@@ -3,7 +3,10 @@
  *     model always; SmolLM2 when models/ has it);
  *   - SmallKV at budget 100% equals full;
  *   - every policy keeps the hot tier within its budget over many steps, with the hot
- *     arena sized by the budget;
+ *     arena sized by the budget (SnapKV's family with decode=evict; by default it keeps
+ *     every generated token, which is checked too);
+ *   - Quest and the oracle restore evicted tokens from the cold tier (the restored rows are
+ *     the stored ones), Quest's page bounds count as hot bytes, the oracle at 100% is full;
  *   - baselines keep no cold tier (cold 0 bytes), SmallKV one; a second prefill over a
  *     compressed cache works and for `full` equals the plain forward;
  *   - a forked session continues identically; forks share the cold tier (counted once);
@@ -187,6 +190,99 @@ static void test_smallkv_full_budget(void **st) {
  * hook called by one thread. Both must give the same bits, for every policy (SmallKV with its marginal
  * weights, EMS with merged slots, H2O's step statistics), and so must the sessions' next
  * selections (checked through the following steps' logits). */
+/* Quest and the oracle make evicted tokens resident again from the cold tier: over the
+ * steps rows come back (restores), and every hot slot holds exactly the K/V the cold tier
+ * stored for its position. The memory report counts Quest's page bounds as hot bytes. */
+static void test_retrieval_restores(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const char *pols[] = {"quest:page=8", "oracle"};
+    const int V = tiny->cfg.vocab, np = 120, L = tiny->cfg.n_layer, Hkv = tiny->cfg.n_kv_head, d = tiny->cfg.head_dim;
+    int toks[256];
+    test_prompt(toks, np, V, 31);
+    for (size_t p = 0; p < 2; p++) {
+        skv_session *s = mk(tiny, pols[p], 0.2, 32, NULL, NULL);
+        assert_int_equal(skv_session_prefill(s, toks, np), 0);
+        for (int i = 0; i < 30; i++) assert_int_equal(skv_session_step(s, test_argmax(skv_session_logits(s), V)), 0);
+        print_message("%s: %d restores over 30 steps\n", pols[p], s->restores);
+        assert_true(s->restores > 0);
+        const size_t row = (size_t)d * s->kv->esz;
+        for (int l = 0; l < L; l++)
+            for (int j = 0; j < Hkv; j++) {
+                const int ln = skv_lane(s->kv, l, j), *pos = skv_kvcache_hot_pos_kv(s->kv, l, j);
+                const char *K = skv_kvcache_hot_k(s->kv, l, j), *Vv = skv_kvcache_hot_v(s->kv, l, j);
+                for (int i = 0; i < s->kv->n_kv[ln]; i++) {
+                    assert_memory_equal(K + i * row, skv_kvcache_cold_k(s->kv, l, j, pos[i]), row);
+                    assert_memory_equal(Vv + i * row, skv_kvcache_cold_v(s->kv, l, j, pos[i]), row);
+                }
+            }
+        skv_session_mem r;
+        skv_session_mem_report(s, &r);
+        skv_kv_bytes kb;
+        skv_kvcache_bytes(s->kv, &kb);
+        if (p == 0) {   /* ceil(150 / 8) pages, min and max rows of d fp16 values, every lane */
+            assert_int_equal(r.hot_meta, (size_t)L * Hkv * ((s->n + 7) / 8) * 2 * d * 2);
+            assert_int_equal(r.hot_used, kb.hot_used + r.hot_meta);
+        } else {
+            assert_int_equal(r.hot_meta, 0);
+            assert_int_equal(r.hot_used, kb.hot_used);
+        }
+        skv_session_free(s);
+    }
+}
+
+/* The oracle at the budget of the whole sequence keeps everything: the same logits as full. */
+static void test_oracle_full_budget(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const int V = tiny->cfg.vocab;
+    int toks[64];
+    test_prompt(toks, 50, V, 8);
+    skv_session *a = mk(tiny, "full", 1.0, 16, NULL, NULL), *b = mk(tiny, "oracle", 1.0, 16, NULL, NULL);
+    assert_int_equal(skv_session_prefill(a, toks, 50), 0);
+    assert_int_equal(skv_session_prefill(b, toks, 50), 0);
+    for (int i = 0; i < 16; i++) {
+        assert_true(maxdiff(skv_session_logits(a), skv_session_logits(b), V) == 0.0f);
+        int t = test_argmax(skv_session_logits(a), V);
+        assert_int_equal(skv_session_step(a, t), 0);
+        assert_int_equal(skv_session_step(b, t), 0);
+    }
+    skv_session_free(a); skv_session_free(b);
+}
+
+/* SnapKV as published (decode=keep, the default; PyramidKV and Ada-KV alike): the prompt is
+ * compressed once, then every generated token stays hot in every lane, so the hot tier grows
+ * by one token per lane and step and the memory report shows it. */
+static void test_snapkv_keeps_generated(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const char *pols[] = {"snapkv", "pyramidkv", "adakv"};
+    const int V = tiny->cfg.vocab, np = 120, lanes = tiny->cfg.n_layer * tiny->cfg.n_kv_head;
+    int toks[256];
+    test_prompt(toks, np, V, 17);
+    for (size_t p = 0; p < 3; p++) {
+        skv_session *s = mk(tiny, pols[p], 0.3, 32, NULL, NULL);
+        assert_int_equal(skv_session_prefill(s, toks, np), 0);
+        skv_session_mem r0, r;
+        skv_session_mem_report(s, &r0);
+        assert_true(r0.hot_tokens <= r0.budget_tokens + 1e-6);
+        for (int i = 0; i < 40; i++) assert_int_equal(skv_session_step(s, test_argmax(skv_session_logits(s), V)), 0);
+        skv_session_mem_report(s, &r);
+        assert_true(r.hot_tokens == r0.hot_tokens + 40.0 * lanes);
+        assert_true(r.hot_used > r0.hot_used);
+        for (int l = 0; l < tiny->cfg.n_layer; l++)
+            for (int j = 0; j < tiny->cfg.n_kv_head; j++) {
+                unsigned char in[512] = {0};
+                const int ln = skv_lane(s->kv, l, j), *pos = skv_kvcache_hot_pos_kv(s->kv, l, j);
+                for (int i = 0; i < s->kv->n_kv[ln]; i++) in[pos[i]] = 1;
+                for (int k = np; k < s->n; k++) assert_true(in[k]);
+            }
+        print_message("%s: hot %.0f tokens after the prompt, %.0f after 40 steps (budget %.0f)\n", pols[p],
+                      r0.hot_tokens, r.hot_tokens, r.budget_tokens);
+        skv_session_free(s);
+    }
+}
+
 static void test_team_step_equals_general(void **st) {
     (void)st;
     need_hook(tiny);
@@ -218,12 +314,16 @@ static void test_team_step_equals_general(void **st) {
 static void test_budgets_hold(void **st) {
     (void)st;
     need_hook(tiny);
-    const char *pols[] = {"streamingllm", "h2o", "snapkv", "pyramidkv", "adakv", "ems", "smallkv"};
+    /* SnapKV's family holds the budget only with decode=evict (by default it keeps every
+     * generated token: test_snapkv_keeps_generated); Quest and the oracle restore from cold */
+    const char *pols[] = {"streamingllm", "h2o", "snapkv:decode=evict", "pyramidkv:decode=evict", "adakv:decode=evict",
+                          "ems", "smallkv", "quest", "oracle"};
     const int V = tiny->cfg.vocab, np = 120;
     int toks[256];
     test_prompt(toks, np, V, 17);
     int *map = test_identity_map(tiny);
     for (size_t p = 0; p < sizeof pols / sizeof pols[0]; p++) {
+        const bool cold = !strcmp(pols[p], "smallkv") || !strcmp(pols[p], "quest") || !strcmp(pols[p], "oracle");
         skv_session *s = mk(tiny, pols[p], 0.3, 32, tiny, map);
         assert_int_equal(skv_session_prefill(s, toks, np), 0);
         for (int i = 0; i < 80; i++) {
@@ -231,13 +331,14 @@ static void test_budgets_hold(void **st) {
             skv_session_mem_report(s, &r);
             assert_true(r.hot_tokens <= r.budget_tokens + 1e-6);
             assert_true(r.hot_tokens <= 0.3 * s->n * tiny->cfg.n_layer * tiny->cfg.n_kv_head + 1e-6);
-            /* only SmallKV keeps a cold tier; the baselines' evicted tokens are gone */
-            if (strcmp(pols[p], "smallkv")) assert_int_equal(r.cold_used + r.cold_cap, 0);
+            /* only the policies that restore keep a cold tier; the others' evicted tokens are gone */
+            if (!cold) assert_int_equal(r.cold_used + r.cold_cap, 0);
             else assert_int_equal(r.cold_used, r.full_equiv);
-            /* hot arena ~ budget: at most 1/8 headroom + 8 slots per lane region, K+V and V */
+            /* hot arena ~ budget: at most 1/8 headroom + 8 slots per lane region, K+V and V
+             * (Quest's page bounds come on top: hot_meta) */
             size_t row = (size_t)tiny->cfg.head_dim * 2;
             size_t lanes = (size_t)tiny->cfg.n_layer * tiny->cfg.n_kv_head;
-            assert_true(r.hot_cap <= (size_t)(r.budget_tokens * 2 * 2 * 1.125 * row) + lanes * 48 * row);
+            assert_true(r.hot_cap - r.hot_meta <= (size_t)(r.budget_tokens * 2 * 2 * 1.125 * row) + lanes * 48 * row);
             int t = test_argmax(skv_session_logits(s), V);
             assert_true(isfinite(skv_session_logits(s)[t]));
             assert_int_equal(skv_session_step(s, t), 0);
@@ -248,13 +349,13 @@ static void test_budgets_hold(void **st) {
                       "full %zu B, restores %d\n", pols[p], s->n, r.hot_tokens, r.budget_tokens, r.hot_used,
                       r.hot_cap, r.cold_used, r.full_equiv, s->restores);
         if (!strcmp(pols[p], "smallkv")) assert_true(r.slm_cache > 0 && r.slm_weights > 0);
-        else assert_int_equal(s->restores, 0);   /* no cold tier: nothing is ever restored */
+        if (!cold) assert_int_equal(s->restores, 0);   /* no cold tier: nothing is ever restored */
         /* a second prefill (next turn) attends over what the hot tier holds + the new block */
         assert_int_equal(skv_session_prefill(s, toks, 40), 0);
         skv_session_mem_report(s, &r);
         assert_true(r.hot_tokens <= r.budget_tokens + 1e-6);
         assert_true(isfinite(skv_session_logits(s)[0]));
-        if (strcmp(pols[p], "smallkv")) assert_int_equal(r.cold_used + r.cold_cap, 0);
+        if (!cold) assert_int_equal(r.cold_used + r.cold_cap, 0);
         skv_session_free(s);
     }
     free(map);
@@ -565,6 +666,9 @@ int main(void) {
         cmocka_unit_test(test_second_prefill_full),
         cmocka_unit_test(test_smallkv_full_budget),
         cmocka_unit_test(test_budgets_hold),
+        cmocka_unit_test(test_retrieval_restores),
+        cmocka_unit_test(test_oracle_full_budget),
+        cmocka_unit_test(test_snapkv_keeps_generated),
         cmocka_unit_test(test_team_step_equals_general),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_fork_shares_cold),

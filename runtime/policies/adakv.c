@@ -14,6 +14,7 @@ static const skv_opt_desc ada_opt_table[] = {
     SKV_OPT_REDUCE(skv_snap_opts),
     SKV_OPT_SINKS(skv_snap_opts),
     SKV_OPT_WINDOW(skv_snap_opts),
+    SKV_OPT_DECODE,
 };
 
 static int ada_prefill(skv_policy *p, const skv_prefill_info *pi) {

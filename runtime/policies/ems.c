@@ -8,7 +8,9 @@
  *           then exactly the last w decode rows (a ring of rows per lane);
  *   score = global + local * mean(global) / mean(local)   (means over the candidates:
  *           "mean alignment", relative weight 1).
- * Sinks and positions without a score yet (the token being added) score +inf.
+ * Sinks score +inf; positions without a score yet score just below (FLT_MAX): with ems_gen=inf (the default) every
+ * token added after the last prefill, for as long as it stays; with ems_gen=acc only the
+ * token being added (docs/lab/retrieval.md measures both).
  * Evict + merge, per lane with budget N tokens (skv_budget_tokens), over the candidates
  * (the hot slots and the new positions; eviction is permanent):
  *   keep the top gamma*N by score, evict the rest; the top N are class centres; each other
@@ -25,6 +27,7 @@
  * (so from then on every step merges or drops exactly the surplus). */
 #include "ems.h"
 #include "common/util.h"
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +37,15 @@ typedef struct {
     int ems_window;       /* rows of the local score (0: window) */
     int reduce;           /* skv_reduce */
     int sinks, window;
+    int gen;              /* ems_gen: how tokens generated after the prefill are scored */
 } ems_opts;
+
+/* inf: a token added after the last prefill scores +inf for as long as it stays (the
+ * behaviour of the records so far: decoding then keeps the sinks and the newest tokens and
+ * merges each displaced one); acc: once a decode row has attended to it, it competes by its
+ * own global + local score like the prompt's tokens (only the token being added is +inf) */
+enum { EMS_GEN_INF = 0, EMS_GEN_ACC = 1 };
+static const char *const ems_gen_names[] = {"inf", "acc", NULL};
 
 static const skv_opt_desc ems_opt_table[] = {
     {"ems_gamma", NULL, SKV_OPT_FLOAT, offsetof(ems_opts, gamma), 4, 1, 1000, NULL, 0, 4,
@@ -46,6 +57,8 @@ static const skv_opt_desc ems_opt_table[] = {
     SKV_OPT_REDUCE(ems_opts),
     SKV_OPT_SINKS(ems_opts),
     SKV_OPT_WINDOW(ems_opts),
+    {"ems_gen", NULL, SKV_OPT_ENUM, offsetof(ems_opts, gen), EMS_GEN_INF, 0, 0, ems_gen_names, 0, EMS_GEN_INF,
+     "generated tokens: inf (never outscored while they stay) or acc (scored by their attention once seen)"},
 };
 
 typedef struct { int n, cap; int *pos; float *p; } ems_row;
@@ -209,7 +222,9 @@ static int ems_select(skv_policy *p, skv_select_io *io) {
     const float *gl = s->global.s[io->lane], *lo = s->local.s[io->lane];
     double mg = 0, ml = 0;
     int nm = 0;
-    const int scored = s->scored[io->lane];
+    int scored = s->scored[io->lane];
+    /* positions < n0 were offered before, so decode rows have attended to them */
+    if (((const ems_opts *)p->opts)->gen == EMS_GEN_ACC && io->n0 > scored) scored = io->n0;
     for (int i = 0; i < nc; i++) {
         int k = cand[i];
         if (k < ((const ems_opts *)p->opts)->sinks || k >= scored) continue;
@@ -219,7 +234,10 @@ static int ems_select(skv_policy *p, skv_select_io *io) {
     for (int k = 0; k < n; k++) sc[k] = -INFINITY;
     for (int i = 0; i < nc; i++) {
         int k = cand[i];
-        sc[k] = k < ((const ems_opts *)p->opts)->sinks || k >= scored ? INFINITY : (float)(gl[k] + a * lo[k]);
+        /* sinks outrank the unscored positions: both used to score +inf, and top-k breaks ties
+         * towards later positions, so once more tokens than the budget had been added since
+         * the prefill the sinks were evicted (docs/lab/retrieval.md) */
+        sc[k] = k < ((const ems_opts *)p->opts)->sinks ? INFINITY : k >= scored ? FLT_MAX : (float)(gl[k] + a * lo[k]);
     }
     (void)nm;
     /* evict: keep the top M = gamma N; centres: the top N of those */

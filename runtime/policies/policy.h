@@ -188,6 +188,8 @@ typedef struct {
     size_t model_bytes;   /* weights of the extra model (whole file + decode copies) */
     size_t cache_bytes;   /* its K/V in use */
     size_t score_bytes;   /* attention-score buffers the policy reads */
+    size_t hot_meta_bytes;   /* metadata the policy keeps beside the LLM's hot tier to select
+                                (Quest: page key bounds); the report counts it as hot bytes */
     double seconds;       /* wall time spent in the extra model so far */
 } skv_policy_mem;
 

@@ -10,6 +10,7 @@ static const skv_opt_desc pyramid_opt_table[] = {
     SKV_OPT_REDUCE(skv_snap_opts),
     SKV_OPT_SINKS(skv_snap_opts),
     SKV_OPT_WINDOW(skv_snap_opts),
+    SKV_OPT_DECODE,
 };
 
 static int pyramid_init(skv_policy *p, const skv_policy_env *env) {

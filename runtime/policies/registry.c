@@ -13,6 +13,8 @@
     X(pyramidkv)    \
     X(adakv)        \
     X(ems)          \
+    X(quest)        \
+    X(oracle)       \
     X(smallkv)
 
 #define DECLARE(n) extern const skv_policy_desc skv_policy_##n;

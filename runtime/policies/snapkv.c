@@ -2,20 +2,27 @@
  * At the end of a prefill the last w queries' attention rows are summed (the session
  * computes them: obs), reduced over the group, max-pooled along the keys (kernel 7,
  * padding 3) and the top (B - w) prompt tokens plus the window (and the sinks) are kept
- * per KV head. Decoding appends: generated tokens score +inf, so when a lane outgrows its
- * budget the lowest-scored prompt tokens go first (then the oldest generated ones);
- * eviction is permanent. */
+ * per KV head. Decoding appends:
+ *   decode=keep (default, as published): every generated token joins the hot set and
+ *     nothing more is evicted until the next prefill, so the hot tier grows past the budget
+ *     by one token per step (the memory report shows the bytes actually used);
+ *   decode=evict: each lane stays within its budget; generated tokens score +inf, so the
+ *     lowest-scored prompt tokens go first (then the oldest generated ones).
+ * Eviction is permanent in both. */
 #include "snapkv.h"
 #include "common/util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+const char *const skv_snap_decode_names[] = {"keep", "evict", NULL};
+
 static const skv_opt_desc snap_opt_table[] = {
     SKV_OPT_POOL,
     SKV_OPT_REDUCE(skv_snap_opts),
     SKV_OPT_SINKS(skv_snap_opts),
     SKV_OPT_WINDOW(skv_snap_opts),
+    SKV_OPT_DECODE,
 };
 
 int skv_snap_prefill_scores(skv_policy *p, const skv_prefill_info *pi) {
@@ -35,6 +42,7 @@ int skv_snap_prefill_scores(skv_policy *p, const skv_prefill_info *pi) {
         skv_maxpool1d(sc, tmp, npre, o->pool / 2);
         for (int k = npre; k < n; k++) sc[k] = INFINITY;
         s->filled[ln] = n;
+        s->fresh[ln] = 1;
     }
     free(tmp);
     return 0;
@@ -51,6 +59,18 @@ static int snap_select(skv_policy *p, skv_select_io *io) {
     float *sc = s->score.s[io->lane];
     for (int k = s->filled[io->lane]; k < io->n; k++) sc[k] = INFINITY;
     if (s->filled[io->lane] < io->n) s->filled[io->lane] = io->n;
+    if (o->decode == SKV_SNAP_KEEP && !s->fresh[io->lane]) {
+        /* decoding: what the hot set holds (all before n0) plus every new position */
+        const int nh = io->cache->n_kv[io->lane];
+        memcpy(io->kv_pos, skv_kvcache_hot_pos_kv(io->cache, io->layer, io->kvh), (size_t)nh * sizeof(int));
+        int nk = nh;
+        for (int k = io->n0 > 0 ? io->n0 : 0; k < io->n; k++) io->kv_pos[nk++] = k;
+        io->n_kv = nk;
+        io->n_v = 0;
+        skv_sort_ints(io->kv_pos, nk);
+        return 0;
+    }
+    s->fresh[io->lane] = 0;
     int keep = skv_budget_tokens(io->budget, io->n);
     skv_select_scored(io, sc, keep, o->window, true, o->sinks);
     return 0;
@@ -70,11 +90,13 @@ static int snap_fork(const skv_policy *src, skv_policy *dst) {
     if (!b) return -1;
     b->filled = skv_malloc((size_t)nl * sizeof(int), "snapkv state");
     b->share = skv_malloc((size_t)nl * sizeof(double), "snapkv state");
-    if (!b->filled || !b->share || skv_lanescore_copy(&b->score, &a->score)) {
-        free(b->filled); free(b->share); free(b);
+    b->fresh = skv_malloc((size_t)nl, "snapkv state");
+    if (!b->filled || !b->share || !b->fresh || skv_lanescore_copy(&b->score, &a->score)) {
+        free(b->filled); free(b->share); free(b->fresh); free(b);
         return -1;
     }
     memcpy(b->filled, a->filled, (size_t)nl * sizeof(int));
+    memcpy(b->fresh, a->fresh, (size_t)nl);
     memcpy(b->share, a->share, (size_t)nl * sizeof(double));
     dst->st = b;
     return 0;
@@ -84,7 +106,7 @@ static void snap_free(skv_policy *p) {
     skv_snap_state *s = p->st;
     if (!s) return;
     skv_lanescore_free(&s->score);
-    free(s->filled); free(s->share); free(s);
+    free(s->filled); free(s->share); free(s->fresh); free(s);
     p->st = NULL;
 }
 
@@ -94,8 +116,9 @@ int skv_snap_init(skv_policy *p) {
     if (!s) return -1;
     s->filled = skv_calloc((size_t)nl, sizeof(int), "snapkv state");
     s->share = skv_malloc((size_t)nl * sizeof(double), "snapkv state");
-    if (!s->filled || !s->share || skv_lanescore_init(&s->score, nl)) {
-        free(s->filled); free(s->share); free(s);
+    s->fresh = skv_calloc((size_t)nl, 1, "snapkv state");
+    if (!s->filled || !s->share || !s->fresh || skv_lanescore_init(&s->score, nl)) {
+        free(s->filled); free(s->share); free(s->fresh); free(s);
         return -1;
     }
     for (int i = 0; i < nl; i++) s->share[i] = 1.0;
@@ -116,7 +139,7 @@ static int snap_init(skv_policy *p, const skv_policy_env *env) {
 
 const skv_policy_desc skv_policy_snapkv = {
     .name = "snapkv",
-    .summary = "the prompt compressed once by the last window's pooled attention; generated tokens kept",
+    .summary = "the prompt compressed once by the last window's pooled attention; generated tokens kept (decode=evict: held to the budget)",
     .caps = SKV_POLICY_GPU,
     .opts = snap_opt_table,
     .n_opts = sizeof snap_opt_table / sizeof *snap_opt_table,

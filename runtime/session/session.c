@@ -664,6 +664,10 @@ void skv_session_mem_report(const skv_session *s, skv_session_mem *r) {
         r->slm_cache = pm.cache_bytes;
         r->slm_scores = pm.score_bytes;
         r->slm_seconds = pm.seconds;
+        /* selection metadata lives with the hot tier: a budget comparison must pay for it */
+        r->hot_meta = pm.hot_meta_bytes;
+        r->hot_used += pm.hot_meta_bytes;
+        r->hot_cap += pm.hot_meta_bytes;
     }
 }
 
@@ -674,7 +678,7 @@ void skv_session_mem_total(skv_session *const *ss, int n, skv_session_mem *r) {
     for (int i = 0; i < n; i++) {
         skv_session_mem m;
         skv_session_mem_report(ss[i], &m);
-        r->hot_used += m.hot_used; r->hot_cap += m.hot_cap;
+        r->hot_used += m.hot_used; r->hot_cap += m.hot_cap; r->hot_meta += m.hot_meta;
         r->slm_cache += m.slm_cache; r->slm_scores += m.slm_scores; r->slm_seconds += m.slm_seconds;
         if (m.slm_weights > r->slm_weights) r->slm_weights = m.slm_weights;   /* one copy of the weights */
         r->hot_tokens += m.hot_tokens; r->budget_tokens += m.budget_tokens; r->full_equiv += m.full_equiv;

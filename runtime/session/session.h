@@ -51,7 +51,9 @@ typedef struct {
 void skv_session_opts_default(skv_session_opts *o);
 
 typedef struct {
-    size_t hot_used, hot_cap;    /* LLM hot tier, bytes */
+    size_t hot_used, hot_cap;    /* LLM hot tier, bytes, including hot_meta */
+    size_t hot_meta;             /* part of hot_used / hot_cap: the policy's selection metadata
+                                    kept with the hot tier (Quest's page bounds) */
     size_t cold_used, cold_cap;  /* LLM cold tier, bytes (this session reads them) */
     size_t cold_shared;          /* part of cold_used shared with forks (counted once by
                                     skv_session_mem_total) */
