@@ -67,8 +67,10 @@ endif
 ifeq ($(CUDA),1)
 TOOLS    += $(BUILD)/bin/bench_cuda
 endif
-CLI_SRC  := $(filter-out runtime/cli/smallkv.c,$(wildcard runtime/cli/*.c)) $(EVAL_CMD)
+# the smallkv command also carries the server (runtime/serve/, libmicrohttpd)
+CLI_SRC  := $(filter-out runtime/cli/smallkv.c,$(wildcard runtime/cli/*.c)) $(EVAL_CMD) $(wildcard runtime/serve/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+SERVE_LIBS := -lmicrohttpd -lpthread
 
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -94,7 +96,7 @@ $(LIB): $(LIB_OBJ)
 
 $(BUILD)/bin/smallkv: $(BUILD)/runtime/cli/smallkv.o $(CLI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) $(SERVE_LIBS)
 $(BUILD)/bin/%: $(BUILD)/calibrate/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
