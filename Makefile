@@ -198,6 +198,11 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUP_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
 
+# test_serve talks to `smallkv serve` (the built binary) over HTTP with libcurl
+$(BUILD)/tests/test_serve: $(BUILD)/tests/test_serve.o $(TEST_SUP_OBJ) $(LIB) | $(BUILD)/bin/smallkv
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcmocka -lcurl
+
 test: all
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BIN)
 

@@ -331,10 +331,10 @@ int serve_run(const serve_config *cfg) {
     }
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        handle, &sv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
+        handle, &sv, MHD_OPTION_EXTERNAL_LOGGER, log_err, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_conns, MHD_OPTION_NOTIFY_COMPLETED, completed, &sv,
-        MHD_OPTION_EXTERNAL_LOGGER, log_err, NULL, MHD_OPTION_END);
+        MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "smallkv: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
         serve_engine_stop(sv.e);
