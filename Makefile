@@ -77,7 +77,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: profiles bench-ab all test check run deps models models-test bench clean tools print-lib-src \
+.PHONY: profiles bench-ab all test check run serve serve-load deps models models-test bench clean tools print-lib-src \
         install uninstall shared
 all: $(LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
@@ -216,6 +216,19 @@ run: deps
 	scripts/fetch-models.sh $(if $(RUN_MODELS),$(RUN_MODELS),all)
 	$(MAKE) all
 	scripts/run-main.sh
+
+# `make serve`: the server on the default pair (as `make run` picks it: Qwen2.5-Coder 1.5B with
+# the 0.5B as SLM and the shipped profile, policy smallkv at budget 0.2) on 127.0.0.1:8080;
+# SERVE_ARGS adds flags (--port, --api-key, ...). `make serve-load`: a bounded load test on
+# loopback with SmolLM2 (scripts/serve-load.py; docs/performance.md, "Server").
+SERVE_ARGS ?=
+serve: deps
+	scripts/fetch-models.sh $(if $(RUN_MODELS),$(RUN_MODELS),all)
+	$(MAKE) $(BUILD)/bin/smallkv
+	$(BUILD)/bin/smallkv serve --llm models/qwen2.5-coder-1.5b.gguf --slm models/qwen2.5-coder-0.5b.gguf \
+	  --profile profiles/qwen2.5-coder-0.5b-1.5b.skvprof --policy smallkv --budget 0.2 $(SERVE_ARGS)
+serve-load: $(BUILD)/bin/smallkv
+	scripts/serve-load.py --bin $(BUILD)/bin/smallkv $(SERVE_LOAD_ARGS)
 
 deps:
 	scripts/install-deps.sh

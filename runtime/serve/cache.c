@@ -1,7 +1,8 @@
 /* cache.c: the session cache. Finished conversations keep their session (compressed KV
  * state) and the tokens appended to it; a request whose prompt extends one of them takes
  * it and prefills only the rest. Bounded by bytes (each session's KV tiers, SLM cache and
- * history), least recently used first out. Used by the engine thread only. */
+ * history, plus the workspace every session keeps, measured at start), least recently
+ * used first out. Used by the engine thread only. */
 #include "serve.h"
 #include <stdlib.h>
 #include <string.h>
@@ -9,13 +10,13 @@
 struct serve_cache {
     serve_sess **e;
     int n, cap;
-    size_t max_bytes, bytes;
+    size_t max_bytes, bytes, overhead;
     uint64_t clock;
 };
 
-serve_cache *serve_cache_new(size_t max_bytes) {
+serve_cache *serve_cache_new(size_t max_bytes, size_t overhead) {
     serve_cache *c = calloc(1, sizeof *c);
-    if (c) c->max_bytes = max_bytes;
+    if (c) { c->max_bytes = max_bytes; c->overhead = overhead; }
     return c;
 }
 
@@ -33,14 +34,14 @@ void serve_cache_free(serve_cache *c) {
     free(c);
 }
 
-size_t serve_sess_bytes(const serve_sess *s) {
+size_t serve_sess_bytes(const serve_cache *c, const serve_sess *s) {
     smallkv_stats st;
     smallkv_get_stats(s->s, &st);
-    return st.hot_bytes + st.cold_bytes + st.slm_cache_bytes + st.slm_score_bytes + (size_t)s->cap * sizeof(int);
+    return st.hot_bytes + st.cold_bytes + st.slm_cache_bytes + st.slm_score_bytes + (size_t)s->cap * sizeof(int) + c->overhead;
 }
 
 static void remove_at(serve_cache *c, int i) {
-    c->bytes -= serve_sess_bytes(c->e[i]);
+    c->bytes -= serve_sess_bytes(c, c->e[i]);
     c->e[i] = c->e[--c->n];
 }
 
@@ -59,7 +60,7 @@ serve_sess *serve_cache_take(serve_cache *c, const int *ids, int n, const char *
 }
 
 int serve_cache_put(serve_cache *c, serve_sess *s) {
-    size_t b = serve_sess_bytes(s);
+    size_t b = serve_sess_bytes(c, s);
     int evicted = 0;
     if (b > c->max_bytes) { serve_sess_free(s); return 1; }
     while (c->n > 0 && c->bytes + b > c->max_bytes) {

@@ -304,13 +304,43 @@ static void *run(void *arg) {
     return NULL;
 }
 
+/* What one session holds beyond its KV tiers (activations for a prefill block, logits,
+ * scratch): resident memory before and after a session prefills a 256-token block, less
+ * its KV bytes. Also the LLM's KV bytes per token. */
+static void probe_overhead(smallkv_pair *p, const serve_config *cfg, size_t *overhead, size_t *per_token) {
+    *overhead = *per_token = 0;
+    smallkv_options o;
+    smallkv_options_default(&o);
+    o.policy = cfg->policy; o.budget = cfg->budget; o.max_ctx = cfg->ctx;
+    const int n = cfg->ctx - 1 < 256 ? cfg->ctx - 1 : 256;
+    int *ids = malloc((size_t)n * sizeof(int));
+    if (!ids) return;
+    for (int i = 0; i < n; i++) ids[i] = 100 + i % 50;
+    size_t r0 = serve_rss_bytes();
+    smallkv_session *s = smallkv_session_new(p, &o);
+    if (s && smallkv_prefill(s, ids, n) == 0) {
+        size_t r1 = serve_rss_bytes();
+        smallkv_stats st;
+        smallkv_get_stats(s, &st);
+        size_t kv = st.hot_bytes + st.cold_bytes + st.slm_cache_bytes + st.slm_score_bytes;
+        *overhead = r1 > r0 + kv ? r1 - r0 - kv : 0;
+        *per_token = st.length > 0 ? st.full_bytes / (size_t)st.length : 0;
+    }
+    smallkv_session_free(s);
+    free(ids);
+}
+
 serve_engine *serve_engine_start(smallkv_pair *p, const serve_config *cfg, serve_metrics *m) {
     serve_engine *e = calloc(1, sizeof *e);
     if (!e) return NULL;
     e->p = p;
     e->cfg = cfg;
     e->m = m;
-    e->cache = serve_cache_new(cfg->cache_bytes);
+    size_t overhead, per_token;
+    probe_overhead(p, cfg, &overhead, &per_token);
+    m->sess_overhead = overhead;
+    m->kv_per_token = per_token;
+    e->cache = serve_cache_new(cfg->cache_bytes, overhead);
     e->act = calloc((size_t)cfg->batch, sizeof *e->act);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);

@@ -7,6 +7,7 @@
 #include "serve.h"
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -301,6 +302,9 @@ int serve_run(const serve_config *cfg) {
         fprintf(stderr, "smallkv: --host '%s' is not an IPv4 address\n", cfg->host);
         return -1;
     }
+    /* blocks of 256 KiB and more are mapped, and unmapped when freed (no dynamic threshold):
+     * a freed session gives its memory back, so resident memory follows the cache bound */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     server sv = { .cfg = cfg };
     serve_metrics_init(&sv.m);
     pthread_mutex_init(&sv.id_mu, NULL);

@@ -18,7 +18,7 @@ void serve_metrics_count(serve_metrics *m, enum serve_result r) {
     pthread_mutex_unlock(&m->mu);
 }
 
-static size_t rss_bytes(void) {
+size_t serve_rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     long size = 0, rss = 0;
     if (f) {
@@ -56,11 +56,15 @@ char *serve_metrics_text(serve_metrics *m) {
         "smallkv_session_cache_bytes %zu\n", m->cache_bytes);
     OUT("# HELP smallkv_session_cache_sessions Cached conversations.\n# TYPE smallkv_session_cache_sessions gauge\n"
         "smallkv_session_cache_sessions %d\n", m->cache_sessions);
+    OUT("# HELP smallkv_session_overhead_bytes Memory a session holds beyond its KV tiers (workspace; measured at start).\n"
+        "# TYPE smallkv_session_overhead_bytes gauge\nsmallkv_session_overhead_bytes %zu\n", m->sess_overhead);
+    OUT("# HELP smallkv_kv_bytes_per_token LLM KV bytes per token of an uncompressed cache.\n"
+        "# TYPE smallkv_kv_bytes_per_token gauge\nsmallkv_kv_bytes_per_token %zu\n", m->kv_per_token);
     OUT("# HELP smallkv_session_cache_evictions_total Conversations evicted from the session cache.\n"
         "# TYPE smallkv_session_cache_evictions_total counter\nsmallkv_session_cache_evictions_total %lu\n", m->evictions);
     pthread_mutex_unlock(&m->mu);
     OUT("# HELP smallkv_process_resident_bytes Resident memory of the server.\n# TYPE smallkv_process_resident_bytes gauge\n"
-        "smallkv_process_resident_bytes %zu\n", rss_bytes());
+        "smallkv_process_resident_bytes %zu\n", serve_rss_bytes());
 #undef OUT
     if (o >= cap) s[cap - 1] = 0;
     return s;

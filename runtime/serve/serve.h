@@ -103,7 +103,8 @@ typedef struct {
     char policy[160]; double budget;
     uint64_t last_use;
 } serve_sess;
-serve_cache *serve_cache_new(size_t max_bytes);
+/* overhead: bytes each session holds beyond its KV tiers (counted against the bound) */
+serve_cache *serve_cache_new(size_t max_bytes, size_t overhead);
 void serve_cache_free(serve_cache *c);
 /* Take out the session whose history is the longest proper prefix of ids (same policy and
  * budget); NULL when none. */
@@ -112,7 +113,7 @@ serve_sess *serve_cache_take(serve_cache *c, const int *ids, int n, const char *
  * bound is freed); returns the number evicted. */
 int serve_cache_put(serve_cache *c, serve_sess *s);
 void serve_sess_free(serve_sess *s);
-size_t serve_sess_bytes(const serve_sess *s);
+size_t serve_sess_bytes(const serve_cache *c, const serve_sess *s);
 /* memory of every cached session by tier, and the count */
 void serve_cache_usage(const serve_cache *c, size_t *hot, size_t *cold, size_t *slm, size_t *total, int *n);
 
@@ -124,11 +125,13 @@ struct serve_metrics {
     double tokens_per_s;           /* decode tokens per second over the last steps */
     int queue_len, active;
     size_t hot, cold, slm, cache_bytes; int cache_sessions;
+    size_t sess_overhead, kv_per_token;   /* measured at start (engine.c) */
 };
 enum serve_result { SR_OK, SR_CLIENT_ERROR, SR_REJECTED, SR_CANCELLED, SR_ERROR, SR_UNAUTHORIZED, SR_N };
 void serve_metrics_init(serve_metrics *m);
 void serve_metrics_count(serve_metrics *m, enum serve_result r);
 char *serve_metrics_text(serve_metrics *m);   /* heap */
+size_t serve_rss_bytes(void);                 /* resident memory of the process */
 
 /* ---- page.c ---- */
 extern const char serve_page_html[];
