@@ -1,7 +1,9 @@
 /* test_serve.c: `smallkv serve` end to end. The group starts the built binary on a free
  * loopback port (--port 0, the port read from its first line) with SmolLM2, an API key,
- * a queue of 2 and a batch of 2, and talks to it with libcurl: every endpoint, streaming,
- * session reuse (a conversation's second turn reports its first turn's tokens as cached),
+ * SmolLM2 again as SLM with its self-pair profile (policy full by default, smallkv per
+ * request), a 256 MiB session cache, a queue of 2 and a batch of 2, and talks to it with libcurl: every endpoint, streaming,
+ * session reuse (a conversation's second turn reports its first turn's tokens as cached,
+ * also under policy smallkv), evictions when the cache bound is reached,
  * stop strings, the error objects for bad input, limits (body, headers), 429 with
  * Retry-After when the queue is full, a client that disconnects mid-stream (its sequence
  * is cancelled), and a clean exit on SIGTERM. Skips when the model is missing. */
@@ -118,6 +120,7 @@ static int setup(void **state) {
     (void)state;
     char model[1024], bin[1024];
     if (!test_model_path(model, sizeof model, TEST_SMOL)) return 0;
+    const char *prof = "profiles/smollm2-135m-self.skvprof";
     test_bin_path(bin, sizeof bin, "smallkv");
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int fd[2];
@@ -128,9 +131,9 @@ static int setup(void **state) {
         close(fd[0]);
         close(fd[1]);
         setenv("OMP_NUM_THREADS", "1", 1);
-        execl(bin, bin, "serve", "--llm", model, "--port", "0", "--api-key", KEY, "--queue", "2", "--batch", "2",
-              "--max-tokens", "8", "--max-body", "65536", "--ctx", "512", "--cache-bytes", "64M", "--timeout", "60",
-              (char *)NULL);
+        execl(bin, bin, "serve", "--llm", model, "--slm", model, "--profile", prof, "--policy", "full", "--port", "0",
+              "--api-key", KEY, "--queue", "2", "--batch", "2", "--max-tokens", "8", "--max-body", "65536", "--ctx", "512",
+              "--cache-bytes", "256M", "--timeout", "60", (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
@@ -345,6 +348,71 @@ static void test_session_reuse(void **state) {
     cJSON_Delete(b);
 }
 
+static cJSON *turn2(const char *user1, const char *reply, const char *user2, const char *extra) {
+    cJSON *req = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(req, "messages");
+    const char *roles[3] = { "user", "assistant", "user" }, *conts[3] = { user1, reply, user2 };
+    for (int i = 0; i < 3; i++) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", roles[i]);
+        cJSON_AddStringToObject(m, "content", conts[i]);
+        cJSON_AddItemToArray(msgs, m);
+    }
+    cJSON_AddNumberToObject(req, "temperature", 0);
+    cJSON_AddNumberToObject(req, "max_tokens", 4);
+    cJSON_AddItemToObject(req, "smallkv", cJSON_Parse(extra));
+    char *body = cJSON_PrintUnformatted(req);
+    cJSON *r = chat_ok(body);
+    free(body);
+    cJSON_Delete(req);
+    return r;
+}
+
+/* policy smallkv chosen per request: the SLM's memory shows, the LLM's hot tier is a
+ * fraction of the full cache, and a second turn continues the session */
+static void test_smallkv_policy(void **state) {
+    (void)state;
+    NEED_SERVER();
+    cJSON *a = chat_ok("{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about the sea.\"}],\"temperature\":0,"
+                       "\"max_tokens\":10,\"smallkv\":{\"policy\":\"smallkv\",\"budget\":0.2}}");
+    cJSON *mem = cJSON_GetObjectItem(a, "smallkv");
+    assert_string_equal(cJSON_GetObjectItem(mem, "policy")->valuestring, "smallkv");
+    assert_true(cJSON_GetObjectItem(mem, "budget")->valuedouble == 0.2);
+    assert_true(cJSON_GetObjectItem(mem, "slm_bytes")->valuedouble > 0);
+    assert_true(cJSON_GetObjectItem(mem, "cold_bytes")->valuedouble > 0);
+    assert_true(cJSON_GetObjectItem(mem, "hot_bytes")->valuedouble < 0.5 * cJSON_GetObjectItem(mem, "full_bytes")->valuedouble);
+    const char *reply = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(a, "choices"), 0),
+                                                                "message"), "content")->valuestring;
+    /* the same conversation under another budget does not take that session */
+    cJSON *b = turn2("Tell me about the sea.", reply, "And rivers?", "{\"policy\":\"smallkv\",\"budget\":0.3}");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "smallkv"), "reused_tokens")->valueint, 0);
+    cJSON_Delete(b);
+    b = turn2("Tell me about the sea.", reply, "And rivers?", "{\"policy\":\"smallkv\",\"budget\":0.2}");
+    const int p1 = cJSON_GetObjectItem(cJSON_GetObjectItem(a, "usage"), "prompt_tokens")->valueint;
+    assert_true(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "smallkv"), "reused_tokens")->valueint >= p1);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
+/* more conversations than the cache holds: the oldest are evicted and counted, the cache
+ * stays within its bound */
+static void test_evictions(void **state) {
+    (void)state;
+    NEED_SERVER();
+    const double per = metric("smallkv_session_overhead_bytes"), before = metric("smallkv_session_cache_evictions_total");
+    const int n = per > 0 ? (int)(256.0 * 1048576 / per) + 2 : 40;
+    assert_true(n <= 300);
+    for (int i = 0; i < n; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"prompt\":\"Conversation number %d:\",\"max_tokens\":1,\"temperature\":0}", i);
+        resp r = call("POST", "/v1/completions", body, KEY);
+        assert_int_equal(r.status, 200);
+        resp_free(&r);
+    }
+    assert_true(metric("smallkv_session_cache_evictions_total") >= before + 1);
+    assert_true(metric("smallkv_session_cache_bytes") <= 256.0 * 1048576);
+    assert_true(metric("smallkv_session_cache_sessions") >= 1);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     NEED_SERVER();
@@ -367,7 +435,8 @@ static void test_bad_input(void **state) {
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"wat\":1}", 400, "unknown_field" },
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", 400, "invalid_value" },
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"smallkv\":{\"policy\":\"nope\"}}", 400, "invalid_value" },
-        { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"smallkv\":{\"policy\":\"smallkv\"}}", 400, "invalid_value" },
+        { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"smallkv\":{\"policy\":\"smallkv:bogus=1\"}}", 400, "invalid_value" },
+        { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"smallkv\":{\"policy\":5}}", 400, "invalid_type" },
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"smallkv\":{\"budget\":0}}", 400, "invalid_value" },
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"smallkv\":{\"budget\":0.5,\"x\":1}}", 400, "unknown_field" },
         { "/v1/completions", "{\"prompt\":7}", 400, "invalid_type" },
@@ -496,6 +565,33 @@ static void test_disconnect(void **state) {
     resp_free(&q);
 }
 
+/* bad command lines: usage errors exit 2, a model that does not load exits 1 with a
+ * message; a port already taken is refused (exit 1) */
+static void test_command_line(void **state) {
+    (void)state;
+    char bin[1024], cmd[2400];
+    test_bin_path(bin, sizeof bin, "smallkv");
+    static const struct { const char *args; int status; } C[] = {
+        { "", 2 }, { "--llm x.gguf --port 99999", 2 }, { "--llm x.gguf --budget 0", 2 }, { "--llm x.gguf --bogus", 2 },
+        { "--llm x.gguf --cache-bytes lots", 2 }, { "--llm x.gguf --profile p", 2 }, { "--llm /nonexistent.gguf --port 0", 1 },
+        { "--llm x.gguf --host nowhere --port 0", 1 },
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s serve %s >/dev/null 2>&1", bin, C[i].args);
+        int st = system(cmd);
+        assert_true(WIFEXITED(st));
+        if (WEXITSTATUS(st) != C[i].status) fprintf(stderr, "%s -> %d\n", C[i].args, WEXITSTATUS(st));
+        assert_int_equal(WEXITSTATUS(st), C[i].status);
+    }
+    if (server_pid <= 0) return;
+    const char *port = strrchr(base, ':') + 1;
+    char model[1024];
+    test_model_path(model, sizeof model, TEST_SMOL);
+    snprintf(cmd, sizeof cmd, "%s serve --llm %s --port %s >/dev/null 2>&1", bin, model, port);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoints),
@@ -503,9 +599,12 @@ int main(void) {
         cmocka_unit_test(test_chat_and_completion),
         cmocka_unit_test(test_stream),
         cmocka_unit_test(test_session_reuse),
+        cmocka_unit_test(test_smallkv_policy),
+        cmocka_unit_test(test_evictions),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_disconnect),
+        cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

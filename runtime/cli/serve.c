@@ -59,7 +59,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--slm")) ok = cli_str(argc, argv, &i, &c.slm);
         else if (!strcmp(a, "--profile")) ok = cli_str(argc, argv, &i, &c.profile);
         else if (!strcmp(a, "--policy")) ok = cli_str(argc, argv, &i, &c.policy);
-        else if (!strcmp(a, "--budget")) { ok = cli_float(argc, argv, &i, 1e-6, 1, &budget); c.budget = budget; }
+        else if (!strcmp(a, "--budget")) { if ((ok = cli_float(argc, argv, &i, 1e-6, 1, &budget))) c.budget = strtod(argv[i], NULL); }
         else if (!strcmp(a, "--host")) ok = cli_str(argc, argv, &i, &c.host);
         else if (!strcmp(a, "--port")) ok = cli_int(argc, argv, &i, 0, 65535, &c.port);
         else if (!strcmp(a, "--api-key")) ok = cli_str(argc, argv, &i, &c.api_key);
