@@ -77,7 +77,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: profiles bench-ab all test check run serve serve-load deps models models-test bench clean tools print-lib-src \
+.PHONY: profiles bench-ab all test check run serve serve-load serve-check deps models models-test bench clean tools print-lib-src \
         install uninstall shared
 all: $(LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
@@ -229,6 +229,11 @@ serve: deps
 	  --profile profiles/qwen2.5-coder-0.5b-1.5b.skvprof --policy smallkv --budget 0.2 $(SERVE_ARGS)
 serve-load: $(BUILD)/bin/smallkv
 	scripts/serve-load.py --bin $(BUILD)/bin/smallkv $(SERVE_LOAD_ARGS)
+# the server's optional checks: the `openai` Python client, the page in headless Chromium
+# (each skips when its tool is missing)
+serve-check: $(BUILD)/bin/smallkv
+	BUILD=$(BUILD) tests/serve_openai.py
+	BUILD=$(BUILD) tests/serve_page.sh
 
 deps:
 	scripts/install-deps.sh

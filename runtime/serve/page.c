@@ -1,6 +1,8 @@
 /* page.c: the page served at GET /: chat with the server (streamed replies) and see the
  * conversation's memory by tier (LLM hot / cold, SLM) from each reply's "smallkv" object.
- * Static HTML + JS, no outside resources. */
+ * Static HTML + JS, no outside resources. `/?q=TEXT` sends TEXT while the page loads, without
+ * streaming, so the page is complete with the reply (`&key=K` fills the API key field): what
+ * the headless-browser check (tests/serve_page.sh) uses. */
 #include "serve.h"
 
 const char serve_page_html[] =
@@ -23,18 +25,20 @@ const char serve_page_html[] =
     "var msgs=[];\n"
     "function el(t,c,x){var d=document.createElement(t);d.className=c;d.textContent=x;return d}\n"
     "function kb(b){return (b/1024).toFixed(1)+' KiB'}\n"
-    "function showMem(m){if(!m)return;var f=Math.max(m.full_bytes,m.hot_bytes+m.cold_bytes+m.slm_bytes,1),w=600;\n"
+    "function showMem(m){if(!m)return;var f=Math.max(m.full_bytes,m.hot_bytes,m.cold_bytes,m.slm_bytes,1),w=420;\n"
     " var h='<b>conversation memory</b> ('+m.length+' tokens, policy '+m.policy+', budget '+m.budget+', reused '+m.reused_tokens+' prompt tokens)<br>';\n"
     " [['hot','LLM hot tier',m.hot_bytes],['cold','LLM cold tier',m.cold_bytes],['slm','SLM cache',m.slm_bytes],['full','full cache would be',m.full_bytes]].forEach(function(r){\n"
     " h+='<div><span class=\"bar '+r[0]+'\" style=\"width:'+Math.round(w*r[2]/f)+'px\"></span> '+r[1]+': '+kb(r[2])+'</div>'});\n"
     " document.getElementById('mem').innerHTML=h}\n"
-    "async function send(){var t=document.getElementById('msg').value.trim();if(!t)return;document.getElementById('msg').value='';\n"
-    " msgs.push({role:'user',content:t});document.getElementById('log').appendChild(el('div','user','you: '+t));\n"
-    " var a=el('div','assistant','');document.getElementById('log').appendChild(a);\n"
-    " var body={messages:msgs,stream:true,max_tokens:parseInt(document.getElementById('max').value)||128,temperature:0};\n"
+    "function body0(){var body={messages:msgs,stream:true,max_tokens:parseInt(document.getElementById('max').value)||128,temperature:0};\n"
     " var p=document.getElementById('policy').value,b=parseFloat(document.getElementById('budget').value);\n"
     " if(p||b){body.smallkv={};if(p)body.smallkv.policy=p;if(b)body.smallkv.budget=b}\n"
     " var h={'Content-Type':'application/json'},k=document.getElementById('key').value;if(k)h.Authorization='Bearer '+k;\n"
+    " return {body:body,h:h}}\n"
+    "async function send(){var t=document.getElementById('msg').value.trim();if(!t)return;document.getElementById('msg').value='';\n"
+    " msgs.push({role:'user',content:t});document.getElementById('log').appendChild(el('div','user','you: '+t));\n"
+    " var a=el('div','assistant','');document.getElementById('log').appendChild(a);\n"
+    " var B=body0(),body=B.body,h=B.h;\n"
     " var r=await fetch('/v1/chat/completions',{method:'POST',headers:h,body:JSON.stringify(body)});\n"
     " if(!r.ok){var e=await r.json();a.textContent='error: '+e.error.message;msgs.pop();return}\n"
     " var rd=r.body.getReader(),dec=new TextDecoder(),buf='',text='';\n"
@@ -48,4 +52,12 @@ const char serve_page_html[] =
     "document.getElementById('send').onclick=send;\n"
     "document.getElementById('msg').onkeydown=function(e){if(e.key=='Enter'&&!e.shiftKey){e.preventDefault();send()}};\n"
     "document.getElementById('reset').onclick=function(){msgs=[];document.getElementById('log').innerHTML='';document.getElementById('mem').innerHTML=''};\n"
+    "var q=new URLSearchParams(location.search);if(q.get('key'))document.getElementById('key').value=q.get('key');\n"
+    "function sendNow(t){msgs.push({role:'user',content:t});document.getElementById('log').appendChild(el('div','user','you: '+t));\n"
+    " var a=el('div','assistant','');document.getElementById('log').appendChild(a);var x=new XMLHttpRequest();\n"
+    " x.open('POST','/v1/chat/completions',false);x.setRequestHeader('Content-Type','application/json');var b=body0();\n"
+    " if(b.h.Authorization)x.setRequestHeader('Authorization',b.h.Authorization);b.body.stream=false;x.send(JSON.stringify(b.body));\n"
+    " var j=JSON.parse(x.responseText);if(j.error){a.textContent='error: '+j.error.message;return}\n"
+    " var c=j.choices[0].message.content;a.textContent='assistant: '+c;msgs.push({role:'assistant',content:c});showMem(j.smallkv)}\n"
+    "if(q.get('q'))sendNow(q.get('q'));\n"
     "</script></body></html>\n";
