@@ -494,6 +494,29 @@ static void test_bad_input(void **state) {
     r = call("GET", "/health", NULL, NULL);
     assert_int_equal(r.status, 200);
     resp_free(&r);
+    /* garbage and mutated bodies: always an answer, never a server error */
+    static const char VALID[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1,\"stop\":[\"x\"],"
+                                "\"smallkv\":{\"budget\":0.5}}";
+    unsigned seed = 12345;
+    char body[sizeof VALID + 8];
+    int answered = 0;
+    for (int k = 0; k < 120; k++) {
+        memcpy(body, VALID, sizeof VALID);
+        const int flips = 1 + k % 4;
+        for (int f = 0; f < flips; f++) {
+            seed = seed * 1103515245u + 12345u;
+            int at = (int)((seed >> 8) % (sizeof VALID - 1));
+            seed = seed * 1103515245u + 12345u;
+            body[at] = k < 20 ? (char)(1 + (seed >> 16) % 255) : "{}[]\",:0123456789.-aeflnrstu \\"[(seed >> 16) % 29];
+        }
+        resp g = call("POST", "/v1/chat/completions", body, KEY);
+        assert_true(g.rc == CURLE_OK);
+        assert_true(g.status == 200 || (g.status >= 400 && g.status < 500));
+        if (g.status != 200) assert_error(&g, g.status, NULL);
+        answered++;
+        resp_free(&g);
+    }
+    assert_int_equal(answered, 120);
 }
 
 /* 8 long requests at once on a batch of 2 and a queue of 2: the rest get 429 with

@@ -71,7 +71,11 @@ void serve_job_cancel(serve_job *j) {
 
 int serve_engine_submit(serve_engine *e, serve_job *j) {
     pthread_mutex_lock(&e->mu);
-    if (e->queued >= e->cfg->queue || e->stop) { pthread_mutex_unlock(&e->mu); return -1; }
+    if (e->stop || e->queued >= e->cfg->queue) {
+        int rc = e->stop ? -2 : -1;
+        pthread_mutex_unlock(&e->mu);
+        return rc;
+    }
     pthread_mutex_lock(&j->mu);
     j->refs++;
     pthread_mutex_unlock(&j->mu);
@@ -356,10 +360,16 @@ serve_engine *serve_engine_start(smallkv_pair *p, const serve_config *cfg, serve
 void serve_engine_stop(serve_engine *e) {
     if (!e) return;
     pthread_mutex_lock(&e->mu);
+    bool running = !e->stop;
     e->stop = true;
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
-    pthread_join(e->th, NULL);
+    if (running) pthread_join(e->th, NULL);
+}
+
+void serve_engine_free(serve_engine *e) {
+    if (!e) return;
+    serve_engine_stop(e);
     serve_cache_free(e->cache);
     free(e->act);
     pthread_mutex_destroy(&e->mu);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct {
     const serve_config *cfg;
@@ -184,8 +185,10 @@ static enum MHD_Result completion(server *sv, struct MHD_Connection *c, bool cha
     }
     serve_job *j = serve_job_new(&prm, sv->cfg->timeout);
     if (!j) { serve_params_free(&prm); return reply_error(sv, c, 500, "out of memory", "server_error", NULL, SR_ERROR); }
-    if (serve_engine_submit(sv->e, j)) {
+    int sub = serve_engine_submit(sv->e, j);
+    if (sub) {
         serve_job_release(j);
+        if (sub == -2) return reply_error(sv, c, 503, "the server is shutting down", "server_error", "shutting_down", SR_ERROR);
         return reply_error(sv, c, 429, "too many requests waiting; retry later", "rate_limit_error", "queue_full", SR_REJECTED);
     }
     char id[48];
@@ -334,14 +337,14 @@ int serve_run(const serve_config *cfg) {
         return -1;
     }
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         handle, &sv, MHD_OPTION_EXTERNAL_LOGGER, log_err, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_conns, MHD_OPTION_NOTIFY_COMPLETED, completed, &sv,
         MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "smallkv: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
-        serve_engine_stop(sv.e);
+        serve_engine_free(sv.e);
         smallkv_pair_free(sv.p);
         return -1;
     }
@@ -352,8 +355,11 @@ int serve_run(const serve_config *cfg) {
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "smallkv serve: signal %d, stopping\n", sig);
+    MHD_socket ls = MHD_quiesce_daemon(d);   /* no new connections (the listening socket is ours now) */
     serve_engine_stop(sv.e);   /* ends queued and running jobs: the waiting threads answer 503 */
-    MHD_stop_daemon(d);
+    MHD_stop_daemon(d);        /* waits for the connection threads */
+    serve_engine_free(sv.e);
+    if (ls != MHD_INVALID_SOCKET) close(ls);
     smallkv_pair_free(sv.p);
     pthread_mutex_destroy(&sv.id_mu);
     return 0;

@@ -89,9 +89,12 @@ typedef struct serve_engine serve_engine;
 typedef struct serve_metrics serve_metrics;
 typedef struct serve_cache serve_cache;
 serve_engine *serve_engine_start(smallkv_pair *p, const serve_config *cfg, serve_metrics *m);
-/* Queue a job (the engine takes a reference): 0, or -1 when the queue is full. */
+/* Queue a job (the engine takes a reference): 0, -1 when the queue is full, -2 when the
+ * engine has stopped. */
 int serve_engine_submit(serve_engine *e, serve_job *j);
+/* End every queued and running job (503) and the thread; submit then answers -2. */
 void serve_engine_stop(serve_engine *e);
+void serve_engine_free(serve_engine *e);   /* after the HTTP side is gone */
 serve_job *serve_job_new(serve_params *prm, int timeout_s);   /* takes prm's contents */
 void serve_job_release(serve_job *j);
 void serve_job_cancel(serve_job *j);
