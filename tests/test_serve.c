@@ -1,12 +1,13 @@
 /* test_serve.c: `smallkv serve` end to end. The group starts the built binary on a free
- * loopback port (--port 0, the port read from its first line) with SmolLM2, an API key,
- * SmolLM2 again as SLM with its self-pair profile (policy full by default, smallkv per
- * request), a 256 MiB session cache, a queue of 2 and a batch of 2, and talks to it with libcurl: every endpoint, streaming,
- * session reuse (a conversation's second turn reports its first turn's tokens as cached,
- * also under policy smallkv), evictions when the cache bound is reached,
- * stop strings, the error objects for bad input, limits (body, headers), 429 with
- * Retry-After when the queue is full, a client that disconnects mid-stream (its sequence
- * is cancelled), and a clean exit on SIGTERM. Skips when the model is missing. */
+ * loopback port (--port 0, the port read from its first line) with SmolLM2 as LLM and as
+ * SLM with its self-pair profile (policy full by default, smallkv per request), an API key,
+ * a 256 MiB session cache, a queue of 2 and a batch of 2, and talks to it with libcurl:
+ * every endpoint, streaming, session reuse (a conversation's second turn reports its first
+ * turn's tokens as cached, also under policy smallkv), evictions at the cache bound, stop
+ * strings, the error objects for bad input (and 120 garbage bodies), limits (body,
+ * headers), 429 with Retry-After when the queue is full, clients that go away (their
+ * sequences are cancelled), the request time limit (504, on a second server), bad command
+ * lines, and a clean exit on SIGTERM. Skips when the model is missing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -116,37 +117,52 @@ static double metric(const char *name) {
     return v;
 }
 
-static int setup(void **state) {
-    (void)state;
+/* start `smallkv serve --llm SmolLM2 --port 0 ARGS...` (NULL-terminated), its URL into
+ * url; the pid, or -1 when it did not start */
+static pid_t start_server(char *url, size_t n, ...) {
     char model[1024], bin[1024];
-    if (!test_model_path(model, sizeof model, TEST_SMOL)) return 0;
-    const char *prof = "profiles/smollm2-135m-self.skvprof";
+    if (!test_model_path(model, sizeof model, TEST_SMOL)) return -1;
     test_bin_path(bin, sizeof bin, "smallkv");
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const char *argv[40] = { bin, "serve", "--llm", model, "--port", "0" };
+    int k = 6;
+    va_list ap;
+    va_start(ap, n);
+    for (const char *a; k < 39 && (a = va_arg(ap, const char *));) argv[k++] = a;
+    va_end(ap);
+    argv[k] = NULL;
     int fd[2];
     if (pipe(fd)) return -1;
-    server_pid = fork();
-    if (server_pid == 0) {
+    pid_t pid = fork();
+    if (pid == 0) {
         dup2(fd[1], 1);
         close(fd[0]);
         close(fd[1]);
         setenv("OMP_NUM_THREADS", "1", 1);
-        execl(bin, bin, "serve", "--llm", model, "--slm", model, "--profile", prof, "--policy", "full", "--port", "0",
-              "--api-key", KEY, "--queue", "2", "--batch", "2", "--max-tokens", "8", "--max-body", "65536", "--ctx", "512",
-              "--cache-bytes", "256M", "--timeout", "60", (char *)NULL);
+        execv(bin, (char *const *)argv);
         _exit(127);
     }
     close(fd[1]);
     FILE *f = fdopen(fd[0], "r");
     char line[512] = "";
-    if (!fgets(line, sizeof line, f)) { fclose(f); return -1; }   /* the server did not start */
+    const char *u = fgets(line, sizeof line, f) ? strstr(line, "http://") : NULL;
     fclose(f);
-    const char *u = strstr(line, "http://");
-    if (!u) return -1;
-    int k = 0;
-    while (u[k] && u[k] != ' ' && u[k] != '\n' && k < (int)sizeof base - 1) { base[k] = u[k]; k++; }
-    base[k] = 0;
-    return 0;
+    if (!u) { waitpid(pid, NULL, 0); return -1; }   /* the server did not start */
+    size_t i = 0;
+    while (u[i] && u[i] != ' ' && u[i] != '\n' && i < n - 1) { url[i] = u[i]; i++; }
+    url[i] = 0;
+    return pid;
+}
+
+static int setup(void **state) {
+    (void)state;
+    char model[1024];
+    if (!test_model_path(model, sizeof model, TEST_SMOL)) return 0;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    server_pid = start_server(base, sizeof base, "--slm", model, "--profile", "profiles/smollm2-135m-self.skvprof",
+                              "--policy", "full", "--api-key", KEY, "--queue", "2", "--batch", "2", "--max-tokens", "8",
+                              "--max-body", "65536", "--ctx", "512", "--cache-bytes", "256M", "--timeout", "60",
+                              (const char *)NULL);
+    return server_pid > 0 ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -561,8 +577,8 @@ static void test_queue_full(void **state) {
     assert_true(metric("smallkv_requests_total{result=\"rejected\"}") >= busy);
 }
 
-/* a client that hangs up mid-stream: its sequence is cancelled (counted), the server
- * goes on answering */
+/* a client that hangs up mid-stream, or stops waiting for a whole reply: its sequence is
+ * cancelled (counted), the server goes on answering */
 static void test_disconnect(void **state) {
     (void)state;
     NEED_SERVER();
@@ -582,6 +598,20 @@ static void test_disconnect(void **state) {
         after = metric("smallkv_requests_total{result=\"cancelled\"}");
     }
     assert_true(after >= before + 1);
+    /* the same for a client that gives up waiting for a whole (non-streamed) reply */
+    resp w = {0};
+    c = make("POST", "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":400,\"temperature\":0}", KEY, &w, &hs);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 400L);
+    assert_int_equal(curl_easy_perform(c), CURLE_OPERATION_TIMEDOUT);
+    curl_slist_free_all(hs);
+    curl_easy_cleanup(c);
+    resp_free(&w);
+    before = after;
+    for (int i = 0; i < 100 && after <= before; i++) {
+        usleep(100000);
+        after = metric("smallkv_requests_total{result=\"cancelled\"}");
+    }
+    assert_true(after >= before + 1);
     assert_true(metric("smallkv_completion_tokens_total") > 0);
     resp q = call("GET", "/health", NULL, NULL);
     assert_int_equal(q.status, 200);
@@ -590,6 +620,31 @@ static void test_disconnect(void **state) {
 
 /* bad command lines: usage errors exit 2, a model that does not load exits 1 with a
  * message; a port already taken is refused (exit 1) */
+/* --timeout: a request that runs past it ends with 504 (code "timeout"), a stream with an
+ * error event; a second server, on its own port */
+static void test_timeout(void **state) {
+    (void)state;
+    NEED_SERVER();
+    char url[64], saved[64];
+    pid_t pid = start_server(url, sizeof url, "--timeout", "1", "--ctx", "4096", (const char *)NULL);
+    assert_true(pid > 0);
+    snprintf(saved, sizeof saved, "%s", base);
+    snprintf(base, sizeof base, "%s", url);
+    resp r = call("POST", "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4000,\"temperature\":0}", NULL);
+    assert_error(&r, 504, "timeout");
+    resp_free(&r);
+    r = call("POST", "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4000,\"temperature\":0,\"stream\":true}", NULL);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body.s, "data: {\"error\":{\"message\":\"request timed out"));
+    assert_non_null(strstr(r.body.s, "data: [DONE]"));
+    resp_free(&r);
+    snprintf(base, sizeof base, "%s", saved);
+    kill(pid, SIGTERM);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 static void test_command_line(void **state) {
     (void)state;
     char bin[1024], cmd[2400];
@@ -627,6 +682,7 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_disconnect),
+        cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
