@@ -293,6 +293,9 @@ $(FUZZ_LIB): $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 	ar rcs $@ $^
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+# the server's request parser lives in the smallkv command, not the library
+$(FUZZ_BUILD)/fuzz_serve_request: $(FUZZ_BUILD)/fuzz/fuzz_serve_request.o $(FUZZ_BUILD)/runtime/serve/request.o $(FUZZ_LIB_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
 
 # seeds: fuzz/corpus/<target>/ from fuzz/gen_seeds.c (committed; rerun after format changes)
 fuzz-seeds: $(FUZZ_BUILD)/gen_seeds
