@@ -67,15 +67,17 @@ endif
 ifeq ($(CUDA),1)
 TOOLS    += $(BUILD)/bin/bench_cuda
 endif
-CLI_SRC  := $(filter-out runtime/cli/smallkv.c,$(wildcard runtime/cli/*.c)) $(EVAL_CMD)
+# the smallkv command also carries the server (runtime/serve/, libmicrohttpd)
+CLI_SRC  := $(filter-out runtime/cli/smallkv.c,$(wildcard runtime/cli/*.c)) $(EVAL_CMD) $(wildcard runtime/serve/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+SERVE_LIBS := -lmicrohttpd -lpthread
 
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: profiles bench-ab all test check run deps models models-test bench clean tools print-lib-src \
+.PHONY: profiles bench-ab all test check run serve serve-load serve-check deps models models-test bench clean tools print-lib-src \
         install uninstall shared
 all: $(LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
@@ -94,7 +96,7 @@ $(LIB): $(LIB_OBJ)
 
 $(BUILD)/bin/smallkv: $(BUILD)/runtime/cli/smallkv.o $(CLI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) $(SERVE_LIBS)
 $(BUILD)/bin/%: $(BUILD)/calibrate/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
@@ -196,6 +198,11 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUP_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
 
+# test_serve talks to `smallkv serve` (the built binary) over HTTP with libcurl
+$(BUILD)/tests/test_serve: $(BUILD)/tests/test_serve.o $(TEST_SUP_OBJ) $(LIB) | $(BUILD)/bin/smallkv
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcmocka -lcurl
+
 test: all
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BIN)
 
@@ -209,6 +216,24 @@ run: deps
 	scripts/fetch-models.sh $(if $(RUN_MODELS),$(RUN_MODELS),all)
 	$(MAKE) all
 	scripts/run-main.sh
+
+# `make serve`: the server on the default pair (as `make run` picks it: Qwen2.5-Coder 1.5B with
+# the 0.5B as SLM and the shipped profile, policy smallkv at budget 0.2) on 127.0.0.1:8080;
+# SERVE_ARGS adds flags (--port, --api-key, ...). `make serve-load`: a bounded load test on
+# loopback with SmolLM2 (scripts/serve-load.py; docs/performance.md, "Server").
+SERVE_ARGS ?=
+serve: deps
+	scripts/fetch-models.sh $(if $(RUN_MODELS),$(RUN_MODELS),all)
+	$(MAKE) $(BUILD)/bin/smallkv
+	$(BUILD)/bin/smallkv serve --llm models/qwen2.5-coder-1.5b.gguf --slm models/qwen2.5-coder-0.5b.gguf \
+	  --profile profiles/qwen2.5-coder-0.5b-1.5b.skvprof --policy smallkv --budget 0.2 $(SERVE_ARGS)
+serve-load: $(BUILD)/bin/smallkv
+	scripts/serve-load.py --bin $(BUILD)/bin/smallkv $(SERVE_LOAD_ARGS)
+# the server's optional checks: the `openai` Python client, the page in headless Chromium
+# (each skips when its tool is missing)
+serve-check: $(BUILD)/bin/smallkv
+	BUILD=$(BUILD) tests/serve_openai.py
+	BUILD=$(BUILD) tests/serve_page.sh
 
 deps:
 	scripts/install-deps.sh
@@ -267,6 +292,9 @@ $(FUZZ_LIB): $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 	@rm -f $@
 	ar rcs $@ $^
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+# the server's request parser lives in the smallkv command, not the library
+$(FUZZ_BUILD)/fuzz_serve_request: $(FUZZ_BUILD)/fuzz/fuzz_serve_request.o $(FUZZ_BUILD)/runtime/serve/request.o $(FUZZ_LIB_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
 
 # seeds: fuzz/corpus/<target>/ from fuzz/gen_seeds.c (committed; rerun after format changes)

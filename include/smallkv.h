@@ -50,6 +50,13 @@ enum { SMALLKV_TOK_BOS = 1, SMALLKV_TOK_CHAT = 2 };
 int smallkv_tokenize(const smallkv_pair *p, const char *text, int flags, int *ids, int cap);
 /* The same for a chat turn with an optional system message (NULL: the template's). */
 int smallkv_tokenize_chat(const smallkv_pair *p, const char *system, const char *user, int *ids, int cap);
+/* A whole conversation in the model's chat template, ending with the assistant turn's
+ * header (ready to generate the reply). Roles "system", "user", "assistant"; a family
+ * whose template always has a system turn (Qwen2.5, SmolLM2) gets its default one when
+ * msgs[0] is not a system message. Same return as smallkv_tokenize; -1 + error (no
+ * messages, unknown role, NULL content, a template we do not know). */
+typedef struct { const char *role; const char *content; } smallkv_message;
+int smallkv_tokenize_messages(const smallkv_pair *p, const smallkv_message *msgs, int n, int *ids, int cap);
 /* Bytes of one token (not NUL-terminated; may be a partial UTF-8 sequence). */
 const char *smallkv_token_bytes(const smallkv_pair *p, int id, size_t *len);
 int smallkv_is_stop(const smallkv_pair *p, int id);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # install-deps.sh: install the Debian packages smallkv builds and tests with (only the
-# missing ones; needs root or sudo when something is missing).
+# missing ones; needs root or sudo when something is missing). Optional, through
+# SKV_EXTRA_PKGS: chromium (tests/serve_page.sh, the server's page in a headless browser).
 set -euo pipefail
-pkgs=(build-essential pkg-config libcmocka-dev libzstd-dev libcjson-dev python3 python3-pip ${SKV_EXTRA_PKGS:-})
+pkgs=(build-essential pkg-config libcmocka-dev libzstd-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev python3 python3-pip ${SKV_EXTRA_PKGS:-})
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

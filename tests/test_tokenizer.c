@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "include/smallkv.h"
 #include "runtime/model/gguf.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer/tokenizer_internal.h"
@@ -308,6 +309,50 @@ static void test_chat_golden(void **state) {
     t->chat_template = NULL;
     assert_null(skv_chat_prompt(t, NULL, "hi"));
     t->chat_template = saved;
+}
+
+/* a whole conversation: each turn in ChatML, the default system turn first when the first
+ * message is not one; unknown roles refused; the public smallkv_tokenize_messages gives the
+ * same ids as the rendered text tokenised with special tokens, and its first turn's ids are
+ * a prefix of a longer conversation's (what the server's session reuse relies on) */
+static void test_chat_render(void **state) {
+    (void)state;
+    if (!smol()) skip();
+    const char *roles[3] = { "user", "assistant", "user" }, *cont[3] = { "Hi", "Hello!", "Bye" };
+    char *r = skv_chat_render(smol(), roles, cont, 3);
+    assert_non_null(r);
+    assert_string_equal(r, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+                           "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+                           "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+    free(r);
+    const char *r2[2] = { "system", "user" }, *c2[2] = { "Be brief.", "Hi" };
+    r = skv_chat_render(smol(), r2, c2, 2);
+    assert_string_equal(r, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    char *one = skv_chat_prompt(smol(), "Be brief.", "Hi");
+    assert_string_equal(r, one);
+    free(r); free(one);
+    const char *bad[1] = { "tool" };
+    assert_null(skv_chat_render(smol(), bad, cont, 1));
+    assert_non_null(strstr(skv_last_error(), "role"));
+    assert_null(skv_chat_render(smol(), roles, cont, 0));
+
+    char path[1024];
+    if (!test_model_path(path, sizeof path, TEST_SMOL)) skip();
+    smallkv_pair *p = smallkv_pair_load(path, NULL);
+    assert_non_null(p);
+    smallkv_message m[3] = { { "user", "Hi" }, { "assistant", "Hello!" }, { "user", "Bye" } };
+    int n1 = smallkv_tokenize_messages(p, m, 1, NULL, 0), n3 = smallkv_tokenize_messages(p, m, 3, NULL, 0);
+    assert_true(n1 > 5 && n3 > n1);
+    int a[256], b[256], c[256];
+    assert_int_equal(smallkv_tokenize_messages(p, m, 3, a, 256), n3);
+    assert_int_equal(smallkv_tokenize_messages(p, m, 1, b, 256), n1);
+    assert_int_equal(memcmp(a, b, (size_t)n1 * sizeof(int)), 0);
+    assert_int_equal(smallkv_tokenize_chat(p, NULL, "Hi", c, 256), n1);
+    assert_int_equal(memcmp(b, c, (size_t)n1 * sizeof(int)), 0);
+    smallkv_message badm[1] = { { "robot", "x" } };
+    assert_int_equal(smallkv_tokenize_messages(p, badm, 1, NULL, 0), -1);
+    assert_int_equal(smallkv_tokenize_messages(p, m, 0, NULL, 0), -1);
+    smallkv_pair_free(p);
 }
 
 /* ---------------------------------------------------------------- json loader */
@@ -621,6 +666,7 @@ int main(void) {
         cmocka_unit_test(test_roundtrip_random),
         cmocka_unit_test(test_special_tokens),
         cmocka_unit_test(test_chat_golden),
+        cmocka_unit_test(test_chat_render),
         cmocka_unit_test(test_json_derived),
         cmocka_unit_test(test_json_transformers),
         cmocka_unit_test(test_json_tiny),

@@ -95,13 +95,9 @@ void smallkv_pair_free(smallkv_pair *p) {
 int smallkv_vocab(const smallkv_pair *p) { return p->llm->cfg.vocab; }
 int smallkv_context_length(const smallkv_pair *p) { return p->llm->cfg.ctx_max; }
 
-static int tokenize(const smallkv_pair *p, const char *system, const char *text, int flags, int *ids, int cap) {
-    if (!p || !text || cap < 0) return skv_error("smallkv_tokenize: bad arguments");
+/* tokenise text (already rendered by the chat template when chat) */
+static int tokenize_text(const smallkv_pair *p, char *t, bool chat, int flags, int *ids, int cap) {
     const skv_tokenizer *tok = p->llm->tok;
-    if (!tok) return skv_error("%s: the model has no tokenizer", p->llm->path ? p->llm->path : "LLM");
-    const bool chat = flags & SMALLKV_TOK_CHAT;
-    char *t = chat ? skv_chat_prompt(tok, system, text) : skv_strdup(text);
-    if (!t) return -1;
     const int bos = (!chat && (flags & SMALLKV_TOK_BOS) && skv_tok_add_bos(tok) && skv_tok_bos(tok) >= 0) ? 1 : 0;
     int need = skv_tokenize(tok, t, strlen(t), chat, NULL, 0);
     if (need >= 0 && ids && cap > 0) {
@@ -118,12 +114,36 @@ static int tokenize(const smallkv_pair *p, const char *system, const char *text,
     return need < 0 ? -1 : need + bos;
 }
 
+static int tokenize(const smallkv_pair *p, const char *system, const char *text, int flags, int *ids, int cap) {
+    if (!p || !text || cap < 0) return skv_error("smallkv_tokenize: bad arguments");
+    const skv_tokenizer *tok = p->llm->tok;
+    if (!tok) return skv_error("%s: the model has no tokenizer", p->llm->path ? p->llm->path : "LLM");
+    const bool chat = flags & SMALLKV_TOK_CHAT;
+    char *t = chat ? skv_chat_prompt(tok, system, text) : skv_strdup(text);
+    if (!t) return -1;
+    return tokenize_text(p, t, chat, flags, ids, cap);
+}
+
 int smallkv_tokenize(const smallkv_pair *p, const char *text, int flags, int *ids, int cap) {
     return tokenize(p, NULL, text, flags, ids, cap);
 }
 
 int smallkv_tokenize_chat(const smallkv_pair *p, const char *system, const char *user, int *ids, int cap) {
     return tokenize(p, system, user, SMALLKV_TOK_CHAT, ids, cap);
+}
+
+int smallkv_tokenize_messages(const smallkv_pair *p, const smallkv_message *msgs, int n, int *ids, int cap) {
+    if (!p || !msgs || n < 1 || cap < 0) return skv_error("smallkv_tokenize_messages: no messages");
+    const skv_tokenizer *tok = p->llm->tok;
+    if (!tok) return skv_error("%s: the model has no tokenizer", p->llm->path ? p->llm->path : "LLM");
+    const char **roles = skv_malloc(2 * (size_t)n * sizeof(char *), "messages");
+    if (!roles) return -1;
+    const char **contents = roles + n;
+    for (int i = 0; i < n; i++) { roles[i] = msgs[i].role; contents[i] = msgs[i].content; }
+    char *t = skv_chat_render(tok, roles, contents, n);
+    free(roles);
+    if (!t) return -1;
+    return tokenize_text(p, t, true, 0, ids, cap);
 }
 
 const char *smallkv_token_bytes(const smallkv_pair *p, int id, size_t *len) {

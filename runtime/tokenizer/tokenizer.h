@@ -39,6 +39,9 @@ bool skv_tok_is_stop(const skv_tokenizer *t, int id); /* eos, eot, <|im_end|>, <
  * ending with the assistant turn's header, as the model's chat template renders it.
  * Heap string; NULL + error if the template is unknown. */
 char *skv_chat_prompt(const skv_tokenizer *t, const char *system, const char *user);
+/* A conversation of n messages (roles "system", "user", "assistant"), ending with the
+ * assistant turn's header. Heap string; NULL + error (unknown template or role). */
+char *skv_chat_render(const skv_tokenizer *t, const char *const *roles, const char *const *contents, int n);
 
 /* 64-bit fingerprint of vocabulary + merges + special ids: equal iff the tokenizers are
  * the same (used to refuse mismatched model pairs). */

@@ -1,0 +1,366 @@
+/* http.c: the HTTP side of `smallkv serve` on libmicrohttpd (a thread per connection):
+ * routes, the API key, body collection with a size limit, connection / header / time
+ * limits, 429 when the engine's queue is full, non-streamed replies (the thread waits on
+ * its job) and server-sent-event streams (a content reader that waits for new text); a
+ * client that goes away cancels its sequence. serve_run loads the pair and runs until
+ * SIGINT / SIGTERM. */
+#include "serve.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <malloc.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    const serve_config *cfg;
+    smallkv_pair *p;
+    serve_engine *e;
+    serve_metrics m;
+    unsigned long next_id;
+    pthread_mutex_t id_mu;
+} server;
+
+typedef struct {
+    char *body; size_t len, cap;
+    bool too_big;
+} conn_ctx;
+
+typedef struct {
+    server *sv;
+    serve_job *j;
+    int fd;
+    char id[48];
+    size_t sent;              /* text bytes sent */
+    bool first, finished;     /* role chunk sent; final chunks queued */
+    char *out; size_t out_len, out_off;
+} stream_ctx;
+
+/* ---- replies ---- */
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body) {
+    if (!body) { status = 500; body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}"); type = "application/json"; }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) { free(body); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", type);
+    if (status == 429) MHD_add_response_header(r, "Retry-After", "1");
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result reply_error(server *sv, struct MHD_Connection *c, unsigned status, const char *msg,
+                                   const char *type, const char *code, enum serve_result res) {
+    serve_metrics_count(&sv->m, res);
+    return reply(c, status, "application/json", serve_error_json(msg, type, NULL, code));
+}
+
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* the peer closed its side (or the socket failed) */
+static bool peer_gone(int fd) {
+    if (fd < 0) return false;
+    struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
+    return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static void wait_a_bit(serve_job *j) {   /* j->mu held */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 200000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+}
+
+/* ---- streams ---- */
+
+/* bytes of text that are safe to send: not a possible start of a stop string, not a cut
+ * UTF-8 sequence (unless the job is done) */
+static size_t safe_len(const serve_job *j) {
+    if (j->done) return j->len;
+    size_t n = j->len, hold = 0;
+    for (int i = 0; i < j->prm.n_stop; i++) {
+        size_t sl = strlen(j->prm.stop[i]);
+        if (sl - 1 > hold) hold = sl - 1;
+    }
+    n = n > hold ? n - hold : 0;
+    size_t k = 0;   /* back off an incomplete UTF-8 tail */
+    while (k < 4 && k < n && ((unsigned char)j->text[n - 1 - k] & 0xC0) == 0x80) k++;
+    if (k < n) {
+        unsigned char lead = (unsigned char)j->text[n - 1 - k];
+        size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        if (want > k + 1) n -= k + 1;
+    }
+    return n;
+}
+
+static void out_add(stream_ctx *s, const char *a, const char *b) {
+    size_t la = strlen(a), lb = b ? strlen(b) : 0, need = s->out_len + la + lb + 3;
+    char *o = realloc(s->out, need);
+    if (!o) return;
+    s->out = o;
+    memcpy(o + s->out_len, a, la);
+    if (b) memcpy(o + s->out_len + la, b, lb);
+    memcpy(o + s->out_len + la + lb, "\n\n", 2);
+    s->out_len += la + lb + 2;
+}
+
+static void add_chunk(stream_ctx *s, const char *delta, size_t n, const char *finish, bool usage) {
+    char *js = serve_chunk_json(s->sv->cfg, s->j, s->id, delta, n, !s->first, finish, usage);
+    s->first = true;
+    if (js) out_add(s, "data: ", js);
+    free(js);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_ctx *s = cls;
+    serve_job *j = s->j;
+    while (s->out_off == s->out_len) {
+        s->out_len = s->out_off = 0;
+        if (s->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&j->mu);
+        while (!j->done && safe_len(j) == s->sent && (s->first || !j->started)) {
+            if (peer_gone(s->fd)) { j->cancelled = true; pthread_mutex_unlock(&j->mu); return MHD_CONTENT_READER_END_WITH_ERROR; }
+            wait_a_bit(j);
+        }
+        size_t n = safe_len(j);
+        if (j->done && j->err[0]) {
+            char *e = serve_error_json(j->err, j->err_status < 500 ? "invalid_request_error" : "server_error", NULL, NULL);
+            if (e) out_add(s, "data: ", e);
+            free(e);
+            out_add(s, "data: [DONE]", NULL);
+            s->finished = true;
+        } else {
+            if (n > s->sent || !s->first) add_chunk(s, j->text ? j->text + s->sent : "", n - s->sent, NULL, false);
+            s->sent = n;
+            if (j->done) {
+                add_chunk(s, "", 0, j->finish ? j->finish : "stop", false);
+                if (j->prm.stream_usage) add_chunk(s, "", 0, NULL, true);
+                out_add(s, "data: [DONE]", NULL);
+                s->finished = true;
+            }
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+    size_t k = s->out_len - s->out_off < max ? s->out_len - s->out_off : max;
+    memcpy(buf, s->out + s->out_off, k);
+    s->out_off += k;
+    return (ssize_t)k;
+}
+
+static void stream_free(void *cls) {
+    stream_ctx *s = cls;
+    serve_job_cancel(s->j);   /* no-op for a finished job; a dropped client stops its sequence */
+    serve_job_release(s->j);
+    free(s->out);
+    free(s);
+}
+
+/* ---- completions ---- */
+
+static enum MHD_Result completion(server *sv, struct MHD_Connection *c, bool chat, conn_ctx *cc) {
+    if (cc->too_big) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the body is larger than %zu bytes", sv->cfg->max_body);
+        return reply_error(sv, c, 413, msg, "invalid_request_error", "body_too_large", SR_CLIENT_ERROR);
+    }
+    serve_params prm;
+    char *err = NULL;
+    int st = serve_parse(sv->cfg, sv->p, chat, cc->body ? cc->body : "", cc->len, &prm, &err);
+    if (st) {
+        serve_metrics_count(&sv->m, SR_CLIENT_ERROR);
+        return reply(c, (unsigned)st, "application/json", err);
+    }
+    serve_job *j = serve_job_new(&prm, sv->cfg->timeout);
+    if (!j) { serve_params_free(&prm); return reply_error(sv, c, 500, "out of memory", "server_error", NULL, SR_ERROR); }
+    int sub = serve_engine_submit(sv->e, j);
+    if (sub) {
+        serve_job_release(j);
+        if (sub == -2) return reply_error(sv, c, 503, "the server is shutting down", "server_error", "shutting_down", SR_ERROR);
+        return reply_error(sv, c, 429, "too many requests waiting; retry later", "rate_limit_error", "queue_full", SR_REJECTED);
+    }
+    char id[48];
+    pthread_mutex_lock(&sv->id_mu);
+    snprintf(id, sizeof id, "%s-%lu", chat ? "chatcmpl" : "cmpl", ++sv->next_id);
+    pthread_mutex_unlock(&sv->id_mu);
+    const int fd = conn_fd(c);
+    if (j->prm.stream) {
+        stream_ctx *s = calloc(1, sizeof *s);
+        if (!s) { serve_job_cancel(j); serve_job_release(j); return MHD_NO; }
+        s->sv = sv; s->j = j; s->fd = fd;
+        snprintf(s->id, sizeof s->id, "%s", id);
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
+        if (!r) { stream_free(s); return MHD_NO; }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result rc = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return rc;
+    }
+    pthread_mutex_lock(&j->mu);
+    while (!j->done) {
+        if (peer_gone(fd)) j->cancelled = true;
+        wait_a_bit(j);
+    }
+    pthread_mutex_unlock(&j->mu);
+    enum MHD_Result rc;
+    if (j->cancelled) rc = MHD_NO;
+    else if (j->err[0])
+        rc = reply(c, (unsigned)j->err_status, "application/json",
+                   serve_error_json(j->err, j->err_status < 500 ? "invalid_request_error" : "server_error", NULL,
+                                    j->err_status == 504 ? "timeout" : NULL));
+    else rc = reply(c, 200, "application/json", serve_completion_json(sv->cfg, j, id));
+    serve_job_release(j);
+    return rc;
+}
+
+/* ---- routing ---- */
+
+static bool authorised(server *sv, struct MHD_Connection *c) {
+    if (!sv->cfg->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    const char *k = h + 7, *want = sv->cfg->api_key;
+    size_t lk = strlen(k), lw = strlen(want);
+    unsigned diff = (unsigned)(lk ^ lw);
+    for (size_t i = 0; i < lw; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < lk ? k[i] : 0);
+    return diff == 0;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    server *sv = cls;
+    conn_ctx *cc = *con_cls;
+    if (!cc) {
+        if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
+        *con_cls = cc;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!cc->too_big) {
+            if (cc->len + *upload_size > sv->cfg->max_body) {
+                cc->too_big = true;
+                free(cc->body); cc->body = NULL; cc->len = cc->cap = 0;
+            } else {
+                if (cc->len + *upload_size + 1 > cc->cap) {
+                    size_t nc = cc->cap ? cc->cap : 4096;
+                    while (nc < cc->len + *upload_size + 1) nc *= 2;
+                    char *b = realloc(cc->body, nc);
+                    if (!b) return MHD_NO;
+                    cc->body = b; cc->cap = nc;
+                }
+                memcpy(cc->body + cc->len, upload, *upload_size);
+                cc->len += *upload_size;
+                cc->body[cc->len] = 0;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (get && !strcmp(url, "/")) return reply(c, 200, "text/html; charset=utf-8", strdup(serve_page_html));
+    if (get && !strcmp(url, "/health")) return reply(c, 200, "application/json", strdup("{\"status\":\"ok\"}"));
+    const bool known = !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") || !strcmp(url, "/v1/chat/completions") ||
+                       !strcmp(url, "/v1/completions");
+    if (!known) return reply_error(sv, c, 404, "no such endpoint", "invalid_request_error", "not_found", SR_CLIENT_ERROR);
+    if (!authorised(sv, c))
+        return reply_error(sv, c, 401, "missing or wrong API key (Authorization: Bearer KEY)", "invalid_request_error",
+                           "invalid_api_key", SR_UNAUTHORIZED);
+    if (get && !strcmp(url, "/v1/models")) return reply(c, 200, "application/json", serve_models_json(sv->cfg));
+    if (get && !strcmp(url, "/metrics")) return reply(c, 200, "text/plain; version=0.0.4", serve_metrics_text(&sv->m));
+    if (post && !strcmp(url, "/v1/chat/completions")) return completion(sv, c, true, cc);
+    if (post && !strcmp(url, "/v1/completions")) return completion(sv, c, false, cc);
+    return reply_error(sv, c, 405, "method not allowed", "invalid_request_error", "method_not_allowed", SR_CLIENT_ERROR);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls; (void)c; (void)toe;
+    conn_ctx *cc = *con_cls;
+    if (cc) { free(cc->body); free(cc); }
+    *con_cls = NULL;
+}
+
+static void log_err(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    fputs("smallkv serve: ", stderr);
+    vfprintf(stderr, fmt, ap);
+}
+
+int serve_run(const serve_config *cfg) {
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port) };
+    if (inet_pton(AF_INET, cfg->host, &sa.sin_addr) != 1) {
+        fprintf(stderr, "smallkv: --host '%s' is not an IPv4 address\n", cfg->host);
+        return -1;
+    }
+    /* blocks of 256 KiB and more are mapped, and unmapped when freed (no dynamic threshold):
+     * a freed session gives its memory back, so resident memory follows the cache bound */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    server sv = { .cfg = cfg };
+    serve_metrics_init(&sv.m);
+    pthread_mutex_init(&sv.id_mu, NULL);
+    if (!(sv.p = smallkv_pair_load(cfg->llm, cfg->slm))) { fprintf(stderr, "smallkv: %s\n", smallkv_last_error()); return -1; }
+    if (cfg->profile && smallkv_pair_load_profile(sv.p, cfg->profile)) {
+        fprintf(stderr, "smallkv: %s\n", smallkv_last_error());
+        smallkv_pair_free(sv.p);
+        return -1;
+    }
+    /* the default policy must open a session on this pair */
+    smallkv_options o;
+    smallkv_options_default(&o);
+    o.policy = cfg->policy; o.budget = cfg->budget; o.max_ctx = cfg->ctx;
+    smallkv_session *probe = smallkv_session_new(sv.p, &o);
+    if (!probe) { fprintf(stderr, "smallkv: %s\n", smallkv_last_error()); smallkv_pair_free(sv.p); return -1; }
+    smallkv_session_free(probe);
+    /* signals are taken by this thread alone (sigwait); every other thread blocks them */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (!(sv.e = serve_engine_start(sv.p, cfg, &sv.m))) {
+        fprintf(stderr, "smallkv: cannot start the engine thread\n");
+        smallkv_pair_free(sv.p);
+        return -1;
+    }
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        handle, &sv, MHD_OPTION_EXTERNAL_LOGGER, log_err, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_conns, MHD_OPTION_NOTIFY_COMPLETED, completed, &sv,
+        MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "smallkv: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
+        serve_engine_free(sv.e);
+        smallkv_pair_free(sv.p);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    printf("smallkv serve: listening on http://%s:%u (model %s, policy %s, budget %g)\n", cfg->host,
+           di ? di->port : (unsigned)cfg->port, cfg->model_name, cfg->policy, cfg->budget);
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "smallkv serve: signal %d, stopping\n", sig);
+    MHD_socket ls = MHD_quiesce_daemon(d);   /* no new connections (the listening socket is ours now) */
+    serve_engine_stop(sv.e);   /* ends queued and running jobs: the waiting threads answer 503 */
+    MHD_stop_daemon(d);        /* waits for the connection threads */
+    serve_engine_free(sv.e);
+    if (ls != MHD_INVALID_SOCKET) close(ls);
+    smallkv_pair_free(sv.p);
+    pthread_mutex_destroy(&sv.id_mu);
+    return 0;
+}

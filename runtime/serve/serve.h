@@ -1,0 +1,146 @@
+/* serve.h: the pieces of `smallkv serve` (an OpenAI-compatible HTTP server over the public
+ * API) and how they talk: the configuration, a job (one request's generation, shared by the
+ * HTTP thread that answers it and the engine thread that decodes it), and each file's
+ * entry points. Files:
+ *   http.c      libmicrohttpd daemon: routing, limits, API key, body collection, replies
+ *   request.c   JSON request parsing and validation (cJSON), OpenAI-style error objects
+ *   respond.c   response bodies: completion objects, stream chunks, models, health
+ *   engine.c    the worker thread: bounded queue, batched decoding, stop rules, cancel
+ *   cache.c     the session cache: conversations by token prefix, an LRU bounded by bytes
+ *   metrics.c   counters and gauges, Prometheus text
+ *   page.c      the static chat page served at GET /
+ * Threads: the engine thread alone touches sessions; HTTP threads tokenise (the pair is
+ * read-only for that) and wait on their job's condition variable. */
+#ifndef SKV_SERVE_H
+#define SKV_SERVE_H
+#include "include/smallkv.h"
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *llm, *slm, *profile;
+    const char *policy;        /* default policy spec */
+    double budget;             /* default budget */
+    const char *host;          /* default 127.0.0.1 */
+    int port;                  /* 0: any free port (printed) */
+    const char *api_key;       /* NULL: none */
+    size_t cache_bytes;        /* session cache bound */
+    int queue;                 /* waiting requests before 429 */
+    int batch;                 /* sequences decoded together */
+    int ctx;                   /* context per session (tokens) */
+    size_t max_body;           /* request body limit, bytes */
+    int max_conns;             /* connection limit */
+    int timeout;               /* seconds per request (queue + generation), idle connection */
+    int default_max_tokens;
+    const char *model_name;    /* id in /v1/models */
+} serve_config;
+
+enum { SERVE_MAX_STOP = 4 };
+
+/* What request.c makes of a body. */
+typedef struct {
+    bool chat;                 /* /v1/chat/completions (else /v1/completions) */
+    int *ids; int n_ids;       /* prompt tokens */
+    int max_tokens;
+    float temperature;
+    unsigned long long seed;
+    char *stop[SERVE_MAX_STOP]; int n_stop;
+    bool stream, stream_usage;
+    char policy[160];
+    double budget;
+} serve_params;
+
+typedef struct serve_job {
+    serve_params prm;
+    double t_start, deadline;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* written by the engine under mu */
+    char *text; size_t len, cap;   /* generated text (stop strings cut off) */
+    int n_out, reused;             /* tokens generated; prompt tokens reused from a session */
+    bool started, done, cancelled;
+    const char *finish;            /* "stop", "length" */
+    char err[256]; int err_status; /* when done with an error: message, HTTP status */
+    size_t hot, cold, slm, full;   /* the session's memory by tier at the end */
+    int length;                    /* tokens in the session at the end */
+    int refs;                      /* HTTP side + engine */
+    struct serve_job *next;        /* queue link */
+} serve_job;
+
+/* ---- request.c ---- */
+/* Parse and check a body for chat (or completion); 0, or the HTTP status with *err set
+ * to an OpenAI error object (JSON text, heap) naming the field. */
+int serve_parse(const serve_config *cfg, smallkv_pair *p, bool chat, const char *body, size_t len,
+                serve_params *out, char **err);
+void serve_params_free(serve_params *p);
+/* {"error":{"message":...,"type":...,"param":...,"code":...}} as heap JSON text */
+char *serve_error_json(const char *message, const char *type, const char *param, const char *code);
+
+/* ---- respond.c ---- */
+char *serve_completion_json(const serve_config *cfg, const serve_job *j, const char *id);
+char *serve_chunk_json(const serve_config *cfg, const serve_job *j, const char *id, const char *delta,
+                       size_t n, bool first, const char *finish, bool usage);
+char *serve_models_json(const serve_config *cfg);
+
+/* ---- engine.c ---- */
+typedef struct serve_engine serve_engine;
+typedef struct serve_metrics serve_metrics;
+typedef struct serve_cache serve_cache;
+serve_engine *serve_engine_start(smallkv_pair *p, const serve_config *cfg, serve_metrics *m);
+/* Queue a job (the engine takes a reference): 0, -1 when the queue is full, -2 when the
+ * engine has stopped. */
+int serve_engine_submit(serve_engine *e, serve_job *j);
+/* End every queued and running job (503) and the thread; submit then answers -2. */
+void serve_engine_stop(serve_engine *e);
+void serve_engine_free(serve_engine *e);   /* after the HTTP side is gone */
+serve_job *serve_job_new(serve_params *prm, int timeout_s);   /* takes prm's contents */
+void serve_job_release(serve_job *j);
+void serve_job_cancel(serve_job *j);
+
+/* ---- cache.c ---- */
+typedef struct {
+    smallkv_session *s;
+    int *hist; int n, cap;         /* tokens appended to s */
+    char policy[160]; double budget;
+    uint64_t last_use;
+} serve_sess;
+/* overhead: bytes each session holds beyond its KV tiers (counted against the bound) */
+serve_cache *serve_cache_new(size_t max_bytes, size_t overhead);
+void serve_cache_free(serve_cache *c);
+/* Take out the session whose history is the longest proper prefix of ids (same policy and
+ * budget); NULL when none. */
+serve_sess *serve_cache_take(serve_cache *c, const int *ids, int n, const char *policy, double budget);
+/* Give a session back (least recently used ones evicted to fit; one larger than the whole
+ * bound is freed); returns the number evicted. */
+int serve_cache_put(serve_cache *c, serve_sess *s);
+void serve_sess_free(serve_sess *s);
+size_t serve_sess_bytes(const serve_cache *c, const serve_sess *s);
+/* memory of every cached session by tier, and the count */
+void serve_cache_usage(const serve_cache *c, size_t *hot, size_t *cold, size_t *slm, size_t *total, int *n);
+
+/* ---- metrics.c ---- */
+struct serve_metrics {
+    pthread_mutex_t mu;
+    unsigned long requests[6];     /* by result: serve_result */
+    unsigned long prompt_tokens, completion_tokens, reused_tokens, evictions;
+    double tokens_per_s;           /* decode tokens per second over the last steps */
+    int queue_len, active;
+    size_t hot, cold, slm, cache_bytes; int cache_sessions;
+    size_t sess_overhead, kv_per_token;   /* measured at start (engine.c) */
+};
+enum serve_result { SR_OK, SR_CLIENT_ERROR, SR_REJECTED, SR_CANCELLED, SR_ERROR, SR_UNAUTHORIZED, SR_N };
+void serve_metrics_init(serve_metrics *m);
+void serve_metrics_count(serve_metrics *m, enum serve_result r);
+char *serve_metrics_text(serve_metrics *m);   /* heap */
+size_t serve_rss_bytes(void);                 /* resident memory of the process */
+
+/* ---- page.c ---- */
+extern const char serve_page_html[];
+
+/* ---- http.c ---- */
+/* Run until SIGINT / SIGTERM: 0, or -1 + message on stderr. */
+int serve_run(const serve_config *cfg);
+
+#endif
