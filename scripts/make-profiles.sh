@@ -4,7 +4,8 @@
 #
 #   scripts/make-profiles.sh [smollm2|qwen]...     (default: both)
 #
-# Environment: BUILD (build), SKV_DATA (../shared/data), SKV_MODELS_DIR (models), OUT (profiles:
+# Environment: SKV_DEPTH_EVAL (1: the Qwen profile's depth is checked by `smallkv eval depth`,
+# ~10 min; 0: mapgen's depth alone), BUILD (build), SKV_DATA (../shared/data), SKV_MODELS_DIR (models), OUT (profiles:
 # where the .calib and .skvprof files go; the Qwen report goes to $OUT/../docs/ only when OUT
 # is profiles). Work files live in $BUILD/profiles-work/ and calibrate resumes them, so an
 # interrupted run continues where it stopped; the results are written beside their final
@@ -76,7 +77,17 @@ qwen() {
     done
     local report=$work/calibration-qwen2.5-coder.html.new
     "$map" "$work/qwen-corpus0.calib" "$work/qwen-corpus1.calib" \
-        -o "$work/qwen2.5-coder-0.5b-1.5b.skvprof.new" --report "$report"
+        -o "$work/qwen-mapped.skvprof" --report "$report"
+    if [ "${SKV_DEPTH_EVAL:-1}" = 1 ]; then
+        # the depth checked by fidelity and written into the profile with its table
+        # (KL reproduces; the SLM times are this machine's)
+        step "Qwen2.5-Coder 0.5B -> 1.5B: SmallKV's fidelity and SLM time at SLM depths 8-24 (smallkv eval depth)"
+        "$BUILD/bin/smallkv" eval depth --llm "$l" --slm "$s" --profile "$work/qwen-mapped.skvprof" \
+            --slm-depths 8,12,16,20,23,24 --limit 1 --data "$DATA" -o "$work/qwen-depth.json" \
+            --write-profile "$work/qwen2.5-coder-0.5b-1.5b.skvprof.new"
+    else
+        cp "$work/qwen-mapped.skvprof" "$work/qwen2.5-coder-0.5b-1.5b.skvprof.new"
+    fi
     cp "$work/qwen-corpus0.calib" "$work/qwen2.5-coder-0.5b-1.5b.wikitext2.calib.new"
     cp "$work/qwen-corpus1.calib" "$work/qwen2.5-coder-0.5b-1.5b.pg-essays.calib.new"
     finish qwen2.5-coder-0.5b-1.5b.wikitext2.calib
