@@ -4,12 +4,15 @@
  *   - a verify pass's rows equal single steps bit for bit, and a truncated session steps on
  *     exactly like one that never saw the dropped rows;
  *   - smallkv_generate with draft K = 1, 2, 4 gives the same tokens as draft 0 over 300
- *     tokens, and the same final logits and length; acceptance statistics add up;
+ *     tokens, and the same final logits and length; acceptance statistics add up; again
+ *     with about a third of the proposals replaced by a wrong token (api_spec_set_draft_hook),
+ *     so that rejections roll both caches back mid-draft;
  *   - a callback that stops early and max_tokens leave the same state as plain decoding
  *     (a second generate continues identically);
  *   - refusals: a compressing policy, no SLM, too many drafts. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -18,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "include/smallkv.h"
+#include "runtime/api/api.h"
 #include "runtime/model/model.h"
 #include "runtime/session/session.h"
 #include "tests/support/test_util.h"
@@ -118,10 +122,17 @@ static void test_verify_rows(void **st) {
     skv_model_free(m);
 }
 
+/* replaces the proposal at about a third of the positions by its neighbour id */
+static int spoil(int pos, int tok, void *u) {
+    (void)u;
+    uint32_t h = (uint32_t)pos * 2654435761u;
+    return (h >> 16) % 3 == 0 ? (tok + 1) % 1000 : tok;
+}
+
 /* greedy tokens with draft K equal draft 0's, token for token */
-static void test_identical(void **st) {
-    (void)st;
+static void identical(bool spoiled) {
     if (!pair) skip();
+    api_spec_set_draft_hook(spoiled ? spoil : NULL, NULL);
     collect ref = {0};
     smallkv_session *s0 = session(0);
     int n0 = smallkv_generate(s0, NGEN, on_token, &ref);
@@ -149,13 +160,22 @@ static void test_identical(void **st) {
         smallkv_get_stats(s0, &s0t);
         assert_int_equal(stt.decode_tokens, s0t.decode_tokens);
         assert_true(stt.spec_passes + stt.spec_accepted >= stt.decode_tokens);
-        /* the model drafts for itself: nearly everything is accepted */
-        assert_true(stt.spec_accepted * 10 >= stt.spec_drafted * 8);
-        assert_true(stt.spec_passes < n);
+        if (!spoiled) {
+            /* the model drafts for itself: nearly everything is accepted */
+            assert_true(stt.spec_accepted * 10 >= stt.spec_drafted * 8);
+            assert_true(stt.spec_passes < n);
+        } else {
+            assert_true(stt.spec_accepted * 10 <= stt.spec_drafted * 9);
+            /* but the drafter resynchronises after each rejection (a third of it is spoiled) */
+            assert_true(stt.spec_accepted * 4 >= stt.spec_drafted);
+        }
         smallkv_session_free(s);
     }
     smallkv_session_free(s0);
+    api_spec_set_draft_hook(NULL, NULL);
 }
+static void test_identical(void **st) { (void)st; identical(false); }
+static void test_identical_rejected(void **st) { (void)st; identical(true); }
 
 /* a callback stop and max_tokens leave plain decoding's state: a second generate continues
  * identically; a fork of a drafting session drafts too */
@@ -164,6 +184,7 @@ static void test_stops(void **st) {
     if (!pair) skip();
     const int V = smallkv_vocab(pair);
     collect r1 = {.stop_at = 37}, r2 = {0}, c1 = {.stop_at = 37}, c2 = {0};
+    api_spec_set_draft_hook(spoil, NULL);
     smallkv_session *s0 = session(0), *s = session(4);
     assert_int_equal(smallkv_generate(s0, 100, on_token, &r1), 37);
     assert_int_equal(smallkv_generate(s, 100, on_token, &c1), 37);
@@ -185,6 +206,7 @@ static void test_stops(void **st) {
     assert_true(stt.spec_passes > 0);
     smallkv_session_free(f0); smallkv_session_free(f);
     smallkv_session_free(s0); smallkv_session_free(s);
+    api_spec_set_draft_hook(NULL, NULL);
 }
 
 static void test_refusals(void **st) {
@@ -216,6 +238,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verify_rows),
         cmocka_unit_test(test_identical),
+        cmocka_unit_test(test_identical_rejected),
         cmocka_unit_test(test_stops),
         cmocka_unit_test(test_refusals),
     };

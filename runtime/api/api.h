@@ -46,6 +46,9 @@ void api_spec_note(smallkv_session *s, const int *ids, int n);
 int api_spec_fork(smallkv_session *dst, const smallkv_session *src);
 void api_spec_free(smallkv_session *s);
 int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user);
+/* Tests: every proposal passes through hook(position, token, user), which may replace it
+ * (so that rejections and rollbacks happen with a self pair); NULL: off. Process-wide. */
+void api_spec_set_draft_hook(int (*hook)(int pos, int tok, void *user), void *user);
 
 /* Upload the pair's models to be (once; another backend's uploads are released). -1 + error. */
 int api_pair_upload(smallkv_pair *p, const skv_backend *be);

@@ -76,6 +76,13 @@ void api_spec_free(smallkv_session *s) {
     s->hist = NULL;
 }
 
+static int (*draft_hook)(int, int, void *);
+static void *draft_hook_user;
+void api_spec_set_draft_hook(int (*hook)(int pos, int tok, void *user), void *user) {
+    draft_hook = hook;
+    draft_hook_user = user;
+}
+
 static int argmax(const float *x, int n) {
     int b = 0;
     for (int i = 1; i < n; i++)
@@ -83,8 +90,7 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-/* The drafter up to date with hist[0..n) (dropping what it saw past the last agreement),
- * then up to k greedy proposals into d. Returns how many it proposed, -1 + error. */
+/* The drafter (holding a prefix of hist) up to date with hist[0..n), then up to k greedy proposals into d. Returns how many it proposed, -1 + error. */
 static int draft(smallkv_session *s, int n, int k, int *d) {
     skv_session *q = s->drafter;
     if (q->n > n && skv_session_truncate(q, n)) return -1;
@@ -95,6 +101,7 @@ static int draft(smallkv_session *s, int n, int k, int *d) {
     const int V = q->m->cfg.vocab;
     for (int i = 0; i < k; i++) {
         d[i] = argmax(skv_session_logits(q), V);
+        if (draft_hook) d[i] = draft_hook(n + i, d[i], draft_hook_user);
         if (i + 1 < k && skv_session_step(q, d[i])) return -1;
     }
     return k;
@@ -144,6 +151,8 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
             keep = i + 1;
         }
         if (skv_session_truncate(s->s, n0 + keep)) return -1;
+        /* the drafter keeps what agrees with the kept rows (it never saw the last proposal) */
+        if (s->drafter->n > n0 + keep && skv_session_truncate(s->drafter, n0 + keep)) return -1;
         if (keep > 1) memmove(s->s->st->logits, lg + (size_t)(keep - 1) * V, (size_t)V * sizeof(float));
         memcpy(s->hist + n0, tok, (size_t)keep * sizeof(int));
         s->hist_n = n0 + keep;
