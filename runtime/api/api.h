@@ -43,6 +43,9 @@ struct smallkv_session {
  * smallkv_generate with drafts, the same tokens and final state as plain greedy steps. */
 int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K);
 void api_spec_note(smallkv_session *s, const int *ids, int n);
+/* After a prefill of the LLM (noted): the drafter prefills the same tokens, so that its
+ * prompt counts as prefill time, not as the first draft's. -1 + error. */
+int api_spec_prefill(smallkv_session *s, const int *ids, int n);
 int api_spec_fork(smallkv_session *dst, const smallkv_session *src);
 void api_spec_free(smallkv_session *s);
 int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user);

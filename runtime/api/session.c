@@ -117,6 +117,7 @@ int smallkv_prefill(smallkv_session *s, const int *ids, int n) {
         detach(s);   /* a prefill runs on the host; the device takes the session again at its next step */
         if (skv_session_prefill(s->s, ids, n)) return -1;
         api_spec_note(s, ids, n);
+        if (api_spec_prefill(s, ids, n)) return -1;
     }
     s->prefill_s += skv_now() - s->t_prefill0;
     s->prefill_tokens += n;

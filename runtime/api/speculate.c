@@ -16,7 +16,7 @@
  *           cache plain decoding would have; the kept row's logits become the session's.
  * Exactness therefore rests on skv_session_verify's per-row equality with a step (tested
  * in tests/test_spec.c token for token and logit for logit). The drafter's own numerics do
- * not matter for the output, only for the acceptance rate: it catches up by prefill. */
+ * not matter for the output, only for the acceptance rate. */
 #include "api.h"
 #include "common/util.h"
 #include <stdlib.h>
@@ -53,6 +53,11 @@ void api_spec_note(smallkv_session *s, const int *ids, int n) {
     if (!s->draft) return;
     memcpy(s->hist + s->hist_n, ids, (size_t)n * sizeof(int));
     s->hist_n += n;
+}
+
+int api_spec_prefill(smallkv_session *s, const int *ids, int n) {
+    if (!s->draft || s->drafter->n != s->hist_n - n) return 0;   /* behind anyway: it catches up later */
+    return skv_session_prefill(s->drafter, ids, n);
 }
 
 int api_spec_fork(smallkv_session *dst, const smallkv_session *src) {
@@ -94,10 +99,13 @@ static int argmax(const float *x, int n) {
 static int draft(smallkv_session *s, int n, int k, int *d) {
     skv_session *q = s->drafter;
     if (q->n > n && skv_session_truncate(q, n)) return -1;
-    if (q->n < n) {
-        const int m = n - q->n;
-        if (m == 1 ? skv_session_step(q, s->hist[q->n]) : skv_session_prefill(q, s->hist + q->n, m)) return -1;
+    /* a long catch-up (the prompt) as a prefill; the few tokens of a round as decode steps,
+     * several times cheaper than a short prefill over the hot tier */
+    if (n - q->n > 16 || q->n == 0) {
+        if (skv_session_prefill(q, s->hist + q->n, n - q->n)) return -1;
     }
+    while (q->n < n)
+        if (skv_session_step(q, s->hist[q->n])) return -1;
     const int V = q->m->cfg.vocab;
     for (int i = 0; i < k; i++) {
         d[i] = argmax(skv_session_logits(q), V);
