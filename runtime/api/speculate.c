@@ -11,9 +11,14 @@
  *           emitted as plain greedy decoding emits them (stop tokens, the callback, max_tokens
  *           end the round where they would have ended plain decoding), and the row after the
  *           last accepted one gives the LLM's own next token;
- *   rollback both sessions forget the rows past the last kept one (skv_session_truncate):
- *           the full policy's cache only appends, so dropping its tail leaves exactly the
- *           cache plain decoding would have; the kept row's logits become the session's.
+ *   rollback both sessions forget the rows past the last kept one. The full policy's cache
+ *           only appends, so dropping its tail (skv_session_truncate) leaves exactly the
+ *           cache plain decoding would have. A compressing policy evicts as it goes and has
+ *           state, so the verify pass runs on a fork (skv_session_fork: hot tier and policy
+ *           state copied, cold tier shared); if every row is kept the fork replaces the
+ *           session, else it is dropped and the kept rows are verified again on the
+ *           untouched session (a second LLM pass, counted in spec_passes). The kept row's
+ *           logits become the session's.
  * Exactness therefore rests on skv_session_verify's per-row equality with a step (tested
  * in tests/test_spec.c token for token and logit for logit). The drafter's own numerics do
  * not matter for the output, only for the acceptance rate. */
@@ -28,9 +33,10 @@ int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K) {
     if (!s->p->slm) return skv_error("draft %d: speculative decoding needs an SLM (the drafter)", K);
     if (!s->s || s->be != skv_backend_get("cpu"))
         return skv_error("draft %d: speculative decoding runs on the CPU only", K);
-    if (!(so->pol.desc->caps & SKV_POLICY_KEEPS_ALL))
-        return skv_error("draft %d: policy %s is not supported with speculative decoding (only full: a "
-                         "compressing policy's per-step selection is not yet replayed exactly)", K, so->pol.desc->name);
+    if (!skv_session_verify_ok(s->s))
+        return skv_error("draft %d: policy %s is not supported with speculative decoding (it runs work of its "
+                         "own before or after each token, which a verify pass does not replay exactly)", K,
+                         so->pol.desc->name);
     const int vmax = skv_session_verify_max(s->s);
     if (K + 1 > vmax || K > 63)
         return skv_error("draft %d: at most %d for this LLM (a verify pass of more rows would leave the exact "
@@ -141,10 +147,19 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
         s->hist[n0] = next;
         tok[0] = next;
         if (draft(s, n0 + 1, k, tok + 1) < 0) return -1;
-        if (skv_session_verify(s->s, tok, k + 1)) return -1;
+        /* a policy whose cache only appends rolls back by truncation; the others verify a fork
+         * (cache and policy state copied) and, after a rejection, verify the kept rows again
+         * on the untouched session */
+        const bool trunc = skv_policy_has(s->s->pol, SKV_POLICY_KEEPS_ALL);
+        skv_session *v = trunc ? s->s : skv_session_fork(s->s);
+        if (!v) return -1;
+        if (skv_session_verify(v, tok, k + 1)) {
+            if (v != s->s) skv_session_free(v);
+            return -1;
+        }
         s->spec_passes++;
         s->spec_drafted += k;
-        const float *lg = s->s->st->logits;
+        const float *lg = v->st->logits;
         int j = 0;
         while (j < k && argmax(lg + (size_t)j * V, V) == tok[j + 1]) j++;
         s->spec_accepted += j;
@@ -158,10 +173,21 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
             if ((cb && cb(t, b ? b : "", b ? len : 0, user)) || produced == max_tokens) { done = 1; break; }
             keep = i + 1;
         }
-        if (skv_session_truncate(s->s, n0 + keep)) return -1;
+        if (trunc) {
+            if (skv_session_truncate(s->s, n0 + keep)) return -1;
+        } else if (keep == k + 1) {   /* everything kept: the fork is the session */
+            skv_session_free(s->s);
+            s->s = v;
+            s->att = NULL;            /* the CPU backend attaches the session itself */
+        } else {
+            skv_session_free(v);
+            if (skv_session_verify(s->s, tok, keep)) return -1;
+            s->spec_passes++;
+        }
+        float *l0 = s->s->st->logits;   /* the last kept row's logits become the session's */
+        if (keep > 1) memmove(l0, l0 + (size_t)(keep - 1) * V, (size_t)V * sizeof(float));
         /* the drafter keeps what agrees with the kept rows (it never saw the last proposal) */
         if (s->drafter->n > n0 + keep && skv_session_truncate(s->drafter, n0 + keep)) return -1;
-        if (keep > 1) memmove(s->s->st->logits, lg + (size_t)(keep - 1) * V, (size_t)V * sizeof(float));
         memcpy(s->hist + n0, tok, (size_t)keep * sizeof(int));
         s->hist_n = n0 + keep;
         s->decode_s += skv_now() - t0;

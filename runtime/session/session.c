@@ -231,8 +231,10 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
         /* a verify block (skv_session_verify): row by row, each exactly a decode step's layer */
         const skv_config *c = &s->m->cfg;
         const size_t qs = (size_t)c->n_head * c->head_dim, ks = (size_t)c->n_kv_head * c->head_dim;
-        for (int t = 0; t < T; t++)
+        for (int t = 0; t < T; t++) {
+            if (s->in_verify) s->n_sel = pos0 + t;   /* what a step at this position sees */
             if (decode_layer(s, layer, q + t * qs, k + t * ks, v + t * ks, pos0 + t, out + t * qs)) return -1;
+        }
         return 0;
     }
     const skv_config *c = &s->m->cfg;
@@ -513,22 +515,26 @@ int skv_session_verify(skv_session *s, const int *tokens, int T) {
     if (s->n == 0) return skv_error("skv_session_verify: prefill first");
     if (s->n + T > s->o.max_ctx)
         return skv_error("skv_session_verify: %d + %d tokens exceed the context of %d", s->n, T, s->o.max_ctx);
-    if (!skv_policy_has(s->pol, SKV_POLICY_KEEPS_ALL) || s->pol->before_forward || s->pol->after_step ||
-        s->pol->uses_cold || s->x_colsum || s->o.n_layers || s->o.prefill_base)
-        return skv_error("skv_session_verify: policy %s is not exact under a batched verify "
-                         "(only a policy that keeps every token, with no per-step state, is)", s->pol->name);
+    if (!skv_session_verify_ok(s))
+        return skv_error("skv_session_verify: policy %s is not exact under a batched verify (it runs work "
+                         "of its own before or after each step)", s->pol->name);
     const int gmin = gemv_rows(s->m);
     if (T >= gmin)
         return skv_error("skv_session_verify: %d rows would take the float GEMM path (this model's weights "
                          "decode bit-exactly below %d rows)", T, gmin);
+    if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + T)) return -1;
     skv_fwd_opts fo = {.logits = SKV_LOGITS_ALL, .attn = sess_attn, .attn_ctx = s};
     s->in_verify = true;
     int rc = skv_forward(s->st, tokens, T, &fo);
     s->in_verify = false;
-    if (rc) return -1;
+    if (rc) { s->n_sel = s->n; return -1; }
     s->n += T;
     s->n_sel = s->n;
     return 0;
+}
+
+bool skv_session_verify_ok(const skv_session *s) {
+    return !s->pol->before_forward && !s->pol->after_step && !s->x_colsum && !s->o.n_layers && !s->o.prefill_base;
 }
 
 int skv_session_verify_max(const skv_session *s) {

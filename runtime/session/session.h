@@ -133,14 +133,17 @@ int skv_session_step_batch(skv_session **ss, const int *tokens, int n);
  * derive refuses (SmallKV: an SLM deeper or other than base's, a compressed SLM). */
 skv_session *skv_session_derive(skv_session *base, const skv_session_opts *o);
 /* Speculative decoding (runtime/api/speculate.c). verify: append T tokens (1 <= T <= T_max)
- * in one forward pass whose every row is exactly the decode step it stands for (its
- * attention through the decode path, its matrix products below the GEMM threshold, else
- * refused), logits of all T rows in s->st->logits (T, vocab). Refused unless the policy
- * keeps every token with no per-step state (full): other policies' per-step selection and
- * state are not yet replayed exactly. truncate: forget positions >= n (n >= 1), as if they
- * had never been stepped (same policy condition). -1 + error. */
+ * in one forward pass whose every row is exactly the decode step it stands for (per layer,
+ * row by row: the policy's selection at that length, the decode attention, on_step; matrix
+ * products below the GEMM threshold, else refused), logits of all T rows in s->st->logits
+ * (T, vocab). Refused (verify_ok false) for a policy that runs work of its own before or
+ * after each step (SmallKV's SLM): that work is per token across all layers. truncate:
+ * forget positions >= n (n >= 1), as if they had never been stepped; only for a policy that
+ * keeps every token (full: its cache only appends), others roll back through a fork. -1 +
+ * error. */
 int skv_session_verify(skv_session *s, const int *tokens, int T);
 int skv_session_truncate(skv_session *s, int n);
+bool skv_session_verify_ok(const skv_session *s);
 /* The most rows skv_session_verify takes for s (its model's GEMM threshold - 1, at most T_max). */
 int skv_session_verify_max(const skv_session *s);
 /* Deep copy that continues identically. NULL + error. */
