@@ -69,8 +69,8 @@ typedef struct {
     int draft;             /* speculative decoding in smallkv_generate: the pair's SLM drafts up
                               to this many tokens greedily and the LLM checks them in one pass;
                               the tokens are those of plain greedy decoding, exactly. 0: off.
-                              Needs an SLM, policy full and the CPU (others are refused: their
-                              per-step selection is not yet replayed exactly) */
+                              Needs an SLM and the CPU; any policy but one that runs work of
+                              its own around each token (smallkv: refused) */
 } smallkv_options;
 
 void smallkv_options_default(smallkv_options *o);
