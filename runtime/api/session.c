@@ -53,11 +53,11 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     if (!s) return NULL;
     s->p = p;
     s->be = be;
-    if (api_pair_upload(p, be)) goto fail;
     if (o.draft && be != skv_backend_get("cpu")) {
         skv_error("draft %d: speculative decoding runs on the CPU only", o.draft);
         goto fail;
     }
+    if (api_pair_upload(p, be)) goto fail;
     if ((d->caps & SKV_POLICY_KEEPS_ALL) && be->full_cache_on_device) {
         s->seq_cap = so.max_ctx;
         s->seq_token_bytes = skv_model_kv_bytes_per_token(p->llm, so.kv_f16 ? 2 : 4);

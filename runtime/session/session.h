@@ -140,7 +140,7 @@ skv_session *skv_session_derive(skv_session *base, const skv_session_opts *o);
  * after each step (SmallKV's SLM): that work is per token across all layers. truncate:
  * forget positions >= n (n >= 1), as if they had never been stepped; only for a policy that
  * keeps every token (full: its cache only appends), others roll back through a fork. -1 +
- * error. */
+ * error; after a verify error the session is in an undefined state (free it). */
 int skv_session_verify(skv_session *s, const int *tokens, int T);
 int skv_session_truncate(skv_session *s, int n);
 bool skv_session_verify_ok(const skv_session *s);
