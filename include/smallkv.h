@@ -73,6 +73,11 @@ typedef struct {
     const char *device;    /* "cpu" (default) or "cuda" (a build with make CUDA=1 and a GPU):
                               with cuda the whole sequence runs on the GPU for the full cache;
                               a compressed policy prefills on the CPU and decodes on the GPU */
+    int draft;             /* speculative decoding in smallkv_generate: the pair's SLM drafts up
+                              to this many tokens greedily and the LLM checks them in one pass;
+                              the tokens are those of plain greedy decoding, exactly. 0: off.
+                              Needs an SLM and the CPU; any policy but one that runs work of
+                              its own around each token (smallkv: refused) */
 } smallkv_options;
 
 void smallkv_options_default(smallkv_options *o);
@@ -148,6 +153,10 @@ typedef struct {
                                 smallkv_generate produced after it, 0 if none */
     double tpot;             /* seconds per decode step */
     int restores;            /* rows promoted from the cold tier (SmallKV) */
+    /* speculative decoding (smallkv_options.draft; 0 without) */
+    int spec_passes;         /* LLM verify passes */
+    int spec_drafted;        /* tokens the SLM proposed */
+    int spec_accepted;       /* of those, tokens the LLM agreed with */
 } smallkv_stats;
 
 void smallkv_get_stats(const smallkv_session *s, smallkv_stats *st);

@@ -30,7 +30,28 @@ struct smallkv_session {
     double t_prefill0;        /* start of the last prefill */
     double ttft;
     int has_logits;
+    /* speculative decoding (speculate.c), when draft > 0 */
+    int draft;
+    skv_session *drafter;     /* the SLM over the same tokens, policy full */
+    int *hist; int hist_n;    /* every token in the LLM's sequence (hist_n = its length) */
+    int spec_passes, spec_drafted, spec_accepted;
 };
+
+/* Speculative decoding (speculate.c). init: check that s can speculate with K drafts (SLM,
+ * policy full, CPU) and make the drafter; -1 + error. note: tokens appended to the LLM's
+ * sequence (prefill, step). fork: dst takes a copy of src's drafter and history. generate:
+ * smallkv_generate with drafts, the same tokens and final state as plain greedy steps. */
+int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K);
+void api_spec_note(smallkv_session *s, const int *ids, int n);
+/* After a prefill of the LLM (noted): the drafter prefills the same tokens, so that its
+ * prompt counts as prefill time, not as the first draft's. -1 + error. */
+int api_spec_prefill(smallkv_session *s, const int *ids, int n);
+int api_spec_fork(smallkv_session *dst, const smallkv_session *src);
+void api_spec_free(smallkv_session *s);
+int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user);
+/* Tests: every proposal passes through hook(position, token, user), which may replace it
+ * (so that rejections and rollbacks happen with a self pair); NULL: off. Process-wide. */
+void api_spec_set_draft_hook(int (*hook)(int pos, int tok, void *user), void *user);
 
 /* Upload the pair's models to be (once; another backend's uploads are released). -1 + error. */
 int api_pair_upload(smallkv_pair *p, const skv_backend *be);

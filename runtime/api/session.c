@@ -53,6 +53,10 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     if (!s) return NULL;
     s->p = p;
     s->be = be;
+    if (o.draft && be != skv_backend_get("cpu")) {
+        skv_error("draft %d: speculative decoding runs on the CPU only", o.draft);
+        goto fail;
+    }
     if (api_pair_upload(p, be)) goto fail;
     if ((d->caps & SKV_POLICY_KEEPS_ALL) && be->full_cache_on_device) {
         s->seq_cap = so.max_ctx;
@@ -62,6 +66,10 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
         return s;
     }
     if (!(s->s = skv_session_new(p->llm, &so))) goto fail;
+    if (api_spec_init(s, &so, o.draft)) {
+        skv_session_free(s->s);
+        goto fail;
+    }
     return s;
 fail:
     free(s);
@@ -77,6 +85,7 @@ void smallkv_session_free(smallkv_session *s) {
     if (!s) return;
     detach(s);
     if (s->seq) s->be->seq_free(s->seq);
+    api_spec_free(s);
     skv_session_free(s->s);
     free(s);
 }
@@ -107,6 +116,8 @@ int smallkv_prefill(smallkv_session *s, const int *ids, int n) {
     } else {
         detach(s);   /* a prefill runs on the host; the device takes the session again at its next step */
         if (skv_session_prefill(s->s, ids, n)) return -1;
+        api_spec_note(s, ids, n);
+        if (api_spec_prefill(s, ids, n)) return -1;
     }
     s->prefill_s += skv_now() - s->t_prefill0;
     s->prefill_tokens += n;
@@ -127,6 +138,7 @@ static int step(smallkv_session *s, int token) {
 int smallkv_step(smallkv_session *s, int token) {
     double t0 = skv_now();
     if (step(s, token)) return -1;
+    if (!s->seq) api_spec_note(s, &token, 1);
     s->decode_s += skv_now() - t0;
     s->decode_tokens++;
     s->has_logits = 1;
@@ -146,9 +158,11 @@ int smallkv_step_batch(smallkv_session **ss, const int *tokens, int n) {
             /* the host's batched step: the weights read once for all */
             for (int i = 0; i < k; i++) arr[i] = ss[i0 + i]->s;
             if (skv_session_step_batch(arr, tokens + i0, k)) return -1;
+            for (int i = 0; i < k; i++) api_spec_note(ss[i0 + i], tokens + i0 + i, 1);
         } else {
             for (int i = 0; i < k; i++)
                 if (step(ss[i0 + i], tokens[i0 + i])) return skv_error_prefix("batch entry %d", i0 + i);
+                else if (!ss[i0 + i]->seq) api_spec_note(ss[i0 + i], tokens + i0 + i, 1);
         }
         double dt = skv_now() - t0;
         for (int i = 0; i < k; i++) {
@@ -178,6 +192,7 @@ smallkv_session *smallkv_fork(const smallkv_session *s) {
     f->has_logits = s->has_logits;
     f->t_prefill0 = skv_now();   /* a fork starts a new request; speed counters at zero */
     if (!(f->s = skv_session_fork(s->s))) { free(f); return NULL; }
+    if (api_spec_fork(f, s)) { smallkv_session_free(f); return NULL; }
     return f;
 }
 
@@ -193,6 +208,7 @@ int smallkv_sample(smallkv_session *s, float temperature, unsigned long long *rn
 int smallkv_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user) {
     if (!s || max_tokens < 0) return skv_error("smallkv_generate: bad arguments");
     if (!s->has_logits) return skv_error("smallkv_generate: nothing to continue (prefill first)");
+    if (s->draft) return api_spec_generate(s, max_tokens, cb, user);
     int produced = 0;
     while (produced < max_tokens) {
         int next = smallkv_sample(s, 0, NULL);
@@ -239,12 +255,16 @@ void smallkv_get_stats(const smallkv_session *s, smallkv_stats *st) {
     st->decode_tps = s->decode_s > 0 ? s->decode_tokens / s->decode_s : 0;
     st->ttft = s->ttft;
     st->tpot = s->decode_tokens > 0 ? s->decode_s / s->decode_tokens : 0;
+    st->spec_passes = s->spec_passes;
+    st->spec_drafted = s->spec_drafted;
+    st->spec_accepted = s->spec_accepted;
 }
 
 const char *smallkv_session_device(const smallkv_session *s) { return s->be->name; }
 
 void smallkv_stats_reset(smallkv_session *s) {
     s->prefill_tokens = s->decode_tokens = 0;
+    s->spec_passes = s->spec_drafted = s->spec_accepted = 0;
     s->prefill_s = s->decode_s = 0;
     s->ttft = 0;
     s->t_prefill0 = skv_now();

@@ -5,7 +5,8 @@
  *   --context F:  F is prefilled and compressed before any prompt is known; each --prompt
  *                 then enters as decode steps (query-agnostic setting) in a fork of that
  *                 compressed state, so every prompt continues from the same context.
- * Tokens stream to stdout; --stats prints memory per tier and speed on stderr. */
+ * Tokens stream to stdout; --stats prints memory per tier and speed on stderr. With --draft
+ * K the answers come from smallkv_generate with the SLM drafting (speculative decoding). */
 #include "cli.h"
 #include "include/smallkv.h"
 #include <stdint.h>
@@ -39,6 +40,10 @@ static const char *GEN_USAGE =
     "  --device cpu|cuda  where it runs (default cpu); cuda (make CUDA=1, a GPU): policy full\n"
     "                   wholly on the GPU; the other policies (those the help marks GPU decode)\n"
     "                   prefill on the CPU and decode on the GPU\n"
+    "  --draft K        speculative decoding: the --slm model drafts up to K tokens (at most 10\n"
+    "                   for quantised models) that the LLM checks in one pass; the output is\n"
+    "                   plain greedy decoding's, token for token (CPU, --temp 0; default policy\n"
+    "                   full; not policy smallkv)\n"
     "  --OPTION VALUE   any option of the chosen policy (listed below), e.g. --heavy 0.3,\n"
     "                   --score acc, --no-saliency; an option the policy lacks is ignored with a note\n"
     "Exit status: 0 ok, 1 error (one line on stderr), 2 bad usage.\n"
@@ -53,6 +58,7 @@ typedef struct {
     unsigned long long rng;
     bool stats;
     int n_gen;
+    int draft;
 } gen_cfg;
 
 static void human(size_t b, char *buf, size_t n) {
@@ -82,10 +88,28 @@ static void print_stats(const smallkv_session *s, const smallkv_session *ctx_ses
                 st.prefill_tps);
     fprintf(stderr, "[stats] decode %d steps in %.2f s (%.2f tok/s); TTFT %.3f s, TPOT %.1f ms\n", st.decode_tokens,
             st.decode_seconds, st.decode_tps, st.ttft, st.tpot * 1e3);
+    if (st.spec_passes)
+        fprintf(stderr, "[stats] speculative: %d LLM passes for %d tokens (%.3f per token), %d of %d drafts accepted "
+                "(%.1f%%), %.2f accepted per pass\n", st.spec_passes, st.decode_tokens,
+                st.decode_tokens ? (double)st.spec_passes / st.decode_tokens : 0, st.spec_accepted, st.spec_drafted,
+                st.spec_drafted ? 100.0 * st.spec_accepted / st.spec_drafted : 0, (double)st.spec_accepted / st.spec_passes);
+}
+
+static int print_token(int id, const char *b, size_t len, void *user) {
+    (void)id; (void)user;
+    fwrite(b, 1, len, stdout);
+    fflush(stdout);
+    return 0;
 }
 
 /* Answer from the session's current logits: sample, stream, step. */
 static int answer(smallkv_pair *p, smallkv_session *s, gen_cfg *g) {
+    if (g->draft) {   /* greedy, with the SLM drafting: the same tokens */
+        if (smallkv_generate(s, g->n_gen, print_token, NULL) < 0) return -1;
+        fputc('\n', stdout);
+        fflush(stdout);
+        return 0;
+    }
     for (int produced = 0; produced < g->n_gen; produced++) {
         int next = smallkv_sample(s, g->temp, &g->rng);
         if (next < 0) return -1;
@@ -165,6 +189,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--policy")) { ok = cli_str(argc, argv, &i, &o.policy); policy_set = true; }
         else if (!strcmp(a, "--budget")) { ok = cli_float(argc, argv, &i, -1e9, 1e9, &budget); budget_set = true; }
         else if (!strcmp(a, "-n")) ok = cli_int(argc, argv, &i, 0, 1 << 24, &g.n_gen);
+        else if (!strcmp(a, "--draft")) ok = cli_int(argc, argv, &i, 0, 63, &g.draft);
         else if (!strcmp(a, "--chat")) chat = true;
         else if (!strcmp(a, "--system")) ok = cli_str(argc, argv, &i, &system);
         else if (!strcmp(a, "--temp")) ok = cli_float(argc, argv, &i, 0, 100, &g.temp);
@@ -193,7 +218,10 @@ int cmd_generate(int argc, char **argv) {
     if (profile && !slm) return cli_usage_error(GEN_USAGE, "generate: --profile needs --slm");
     if (strcmp(device, "cpu") && strcmp(device, "cuda"))
         return cli_usage_error(GEN_USAGE, "generate: --device must be cpu or cuda, not '%s'", device);
-    if (!policy_set) o.policy = slm ? "smallkv" : "full";
+    if (g.draft && !slm) return cli_usage_error(GEN_USAGE, "generate: --draft needs --slm MODEL (the drafter)");
+    if (g.draft && g.temp > 0) return cli_usage_error(GEN_USAGE, "generate: --draft decodes greedily (--temp 0)");
+    if (!policy_set) o.policy = slm && !g.draft ? "smallkv" : "full";
+    o.draft = g.draft;
     /* the policy spec: --policy and the options given as flags that it has */
     unsigned needs = 0;
     if (smallkv_policy_check(o.policy, &needs)) { cli_fail(NULL); return CLI_ERR; }
@@ -228,7 +256,7 @@ int cmd_generate(int argc, char **argv) {
             fprintf(stderr, "smallkv: policy %.*s needs --profile P for the pair (or --mapping online)\n", pname_len, spec);
             return CLI_ERR;
         }
-    } else if (slm) {
+    } else if (slm && !g.draft) {
         fprintf(stderr, "smallkv: --slm is only used by a policy that runs a small model (policy is %.*s)\n", pname_len,
                 spec);
         return CLI_ERR;

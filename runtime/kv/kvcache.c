@@ -573,3 +573,31 @@ void skv_kvcache_bytes(const skv_kvcache *c, skv_kv_bytes *b) {
         b->cold_shared += g->bytes;
     }
 }
+
+int skv_kvcache_truncate(skv_kvcache *c, int n) {
+    if (n < 0 || n > c->n_tok) return skv_error("skv_kvcache_truncate: length %d outside 0..%d", n, c->n_tok);
+    const bool released = c->cold_cap == 0 && !c->shared;
+    if (!released && c->cold_n > n)
+        return skv_error("skv_kvcache_truncate: the cold tier holds positions up to %d (> %d)", c->cold_n, n);
+    const int lanes = c->L * c->Hkv;
+    for (int ln = 0; ln < lanes; ln++) {
+        const int layer = ln / c->Hkv, kvh = ln % c->Hkv;
+        const int *P = skv_kvcache_hot_pos_kv(c, layer, kvh), *PV = skv_kvcache_hot_pos_v(c, layer, kvh);
+        for (int s = 0; s < c->n_v[ln]; s++)
+            if (PV[s] >= n) return skv_error("skv_kvcache_truncate: lane %d/%d keeps position %d as V only", layer, kvh, PV[s]);
+        int keep = c->n_kv[ln];
+        while (keep > 0 && P[keep - 1] >= n) keep--;
+        for (int s = 0; s < keep; s++)
+            if (P[s] >= n) return skv_error("skv_kvcache_truncate: lane %d/%d: position %d is not at the end", layer, kvh, P[s]);
+    }
+    for (int ln = 0; ln < lanes; ln++) {
+        const int *P = skv_kvcache_hot_pos_kv(c, ln / c->Hkv, ln % c->Hkv);
+        while (c->n_kv[ln] > 0 && P[c->n_kv[ln] - 1] >= n) c->n_kv[ln]--;
+    }
+    c->n_tok = n;
+    if (c->settled > n) c->settled = n;
+    if (released) c->cold_base = c->cold_n = n;
+    c->fk = c->fv = NULL;
+    if (c->log) c->log->lost = true;   /* a mirror takes everything again */
+    return 0;
+}

@@ -118,6 +118,13 @@ void skv_kvcache_cold_release(skv_kvcache *c);
 /* Make the cold tier one private contiguous buffer from position 0 (copies the shared
  * chain, the copy-on-write step before an exact prefill over cold). -1 + error. */
 int skv_kvcache_cold_flatten(skv_kvcache *c);
+/* Forget positions >= n (speculative decoding's rollback, runtime/session/speculate.c):
+ * every lane's slots for those positions must be the last ones of its K+V region, in any
+ * order, with no V-only slot among them (true of a cache that only ever appended, as the
+ * full policy's does), so the kept slots and their order are exactly as before the
+ * positions were added. The cold tier must be released (none kept) or end at or below n.
+ * -1 + error (the cache is unchanged) when that does not hold. */
+int skv_kvcache_truncate(skv_kvcache *c, int n);
 /* Physical cold bytes of n caches together, each shared segment counted once. */
 size_t skv_kvcache_cold_unique(const skv_kvcache *const *cs, int n);
 /* Rows of the current block for apply: k, v (T, Hkv, d) f32 at positions pos0 .. of layer. */

@@ -11,6 +11,7 @@
 #include "common/util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/compensate.h"
+#include "kernels/cpu/matmul.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,8 +227,15 @@ static int decode_layer(skv_session *s, int layer, const float *q, const float *
 static int sess_attn(void *ctx, int layer, const float *q, const float *k, const float *v, int pos0, int T, float *out) {
     skv_session *s = ctx;
     if (!s->in_prefill) {
-        if (T != 1) return skv_error("session: decode block of %d tokens (1 expected)", T);
-        return decode_layer(s, layer, q, k, v, pos0, out);
+        if (T != 1 && !s->in_verify) return skv_error("session: decode block of %d tokens (1 expected)", T);
+        /* a verify block (skv_session_verify): row by row, each exactly a decode step's layer */
+        const skv_config *c = &s->m->cfg;
+        const size_t qs = (size_t)c->n_head * c->head_dim, ks = (size_t)c->n_kv_head * c->head_dim;
+        for (int t = 0; t < T; t++) {
+            if (s->in_verify) s->n_sel = pos0 + t;   /* what a step at this position sees */
+            if (decode_layer(s, layer, q + t * qs, k + t * ks, v + t * ks, pos0 + t, out + t * qs)) return -1;
+        }
+        return 0;
     }
     const skv_config *c = &s->m->cfg;
     const int H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim;
@@ -483,6 +491,65 @@ int skv_session_step(skv_session *s, int token) {
     s->n++;
     s->n_sel = s->n;
     if (s->pol->after_step && s->pol->after_step(s->pol, s->n)) return skv_error_prefix("policy %s", s->pol->name);
+    return 0;
+}
+
+/* Rows below which every matrix product of m takes the per-row decode dots (matmul.h). */
+static int gemv_rows(const skv_model *m) {
+    int g = skv_matmul_gemm_min_t(m->output.type);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const skv_layer *y = &m->layers[l];
+        const skv_weight *w[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+            int t = skv_matmul_gemm_min_t(w[i]->type);
+            if (t < g) g = t;
+        }
+    }
+    return g;
+}
+
+/* Speculative decoding's verify pass (speculate.c): T tokens in one forward, each row's
+ * attention exactly a decode step's (sess_attn), logits of every row. */
+int skv_session_verify(skv_session *s, const int *tokens, int T) {
+    if (T < 1 || T > s->st->T_max) return skv_error("skv_session_verify: %d tokens (1..%d)", T, s->st->T_max);
+    if (s->n == 0) return skv_error("skv_session_verify: prefill first");
+    if (s->n + T > s->o.max_ctx)
+        return skv_error("skv_session_verify: %d + %d tokens exceed the context of %d", s->n, T, s->o.max_ctx);
+    if (!skv_session_verify_ok(s))
+        return skv_error("skv_session_verify: policy %s is not exact under a batched verify (it runs work "
+                         "of its own before or after each step)", s->pol->name);
+    const int gmin = gemv_rows(s->m);
+    if (T >= gmin)
+        return skv_error("skv_session_verify: %d rows would take the float GEMM path (this model's weights "
+                         "decode bit-exactly below %d rows)", T, gmin);
+    if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + T)) return -1;
+    skv_fwd_opts fo = {.logits = SKV_LOGITS_ALL, .attn = sess_attn, .attn_ctx = s};
+    s->in_verify = true;
+    int rc = skv_forward(s->st, tokens, T, &fo);
+    s->in_verify = false;
+    if (rc) { s->n_sel = s->n; return -1; }
+    s->n += T;
+    s->n_sel = s->n;
+    return 0;
+}
+
+bool skv_session_verify_ok(const skv_session *s) {
+    return !s->pol->before_forward && !s->pol->after_step && !s->x_colsum && !s->o.n_layers && !s->o.prefill_base;
+}
+
+int skv_session_verify_max(const skv_session *s) {
+    const int g = gemv_rows(s->m) - 1;
+    return g < s->st->T_max ? g : s->st->T_max;
+}
+
+int skv_session_truncate(skv_session *s, int n) {
+    if (n < 1 || n > s->n) return skv_error("skv_session_truncate: length %d outside 1..%d", n, s->n);
+    if (n == s->n) return 0;
+    if (!skv_policy_has(s->pol, SKV_POLICY_KEEPS_ALL) || s->pol->after_step || s->pol->uses_cold || s->x_colsum)
+        return skv_error("skv_session_truncate: policy %s keeps state a truncation cannot restore", s->pol->name);
+    if (skv_kvcache_truncate(s->kv, n)) return -1;
+    s->n = s->n_sel = n;
+    s->st->n_past = n;
     return 0;
 }
 

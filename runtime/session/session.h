@@ -78,6 +78,7 @@ struct skv_session {
     int n;                     /* tokens in the sequence */
     int n_sel;                 /* positions < n_sel were offered to select before */
     bool in_prefill;
+    bool in_verify;            /* in skv_session_verify: a block of decode rows */
     /* prefill statistics (H, pre_stride) per layer */
     float **pre_colsum, **pre_obs;
     int pre_stride, pre_obs_from;
@@ -131,6 +132,20 @@ int skv_session_step_batch(skv_session **ss, const int *tokens, int n);
  * model, max_ctx or cache type, another observation window, n_layers, or what the policy's
  * derive refuses (SmallKV: an SLM deeper or other than base's, a compressed SLM). */
 skv_session *skv_session_derive(skv_session *base, const skv_session_opts *o);
+/* Speculative decoding (runtime/api/speculate.c). verify: append T tokens (1 <= T <= T_max)
+ * in one forward pass whose every row is exactly the decode step it stands for (per layer,
+ * row by row: the policy's selection at that length, the decode attention, on_step; matrix
+ * products below the GEMM threshold, else refused), logits of all T rows in s->st->logits
+ * (T, vocab). Refused (verify_ok false) for a policy that runs work of its own before or
+ * after each step (SmallKV's SLM): that work is per token across all layers. truncate:
+ * forget positions >= n (n >= 1), as if they had never been stepped; only for a policy that
+ * keeps every token (full: its cache only appends), others roll back through a fork. -1 +
+ * error; after a verify error the session is in an undefined state (free it). */
+int skv_session_verify(skv_session *s, const int *tokens, int T);
+int skv_session_truncate(skv_session *s, int n);
+bool skv_session_verify_ok(const skv_session *s);
+/* The most rows skv_session_verify takes for s (its model's GEMM threshold - 1, at most T_max). */
+int skv_session_verify_max(const skv_session *s);
 /* Deep copy that continues identically. NULL + error. */
 skv_session *skv_session_fork(const skv_session *s);
 const float *skv_session_logits(const skv_session *s);

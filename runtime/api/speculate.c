@@ -1,0 +1,198 @@
+/* speculate.c: speculative decoding behind smallkv_generate (smallkv_options.draft = K > 0).
+ *
+ * Each round, after the LLM's greedy token x is emitted:
+ *   draft   the pair's SLM, in a full-cache session of its own (the drafter), catches up on
+ *           the tokens it has not seen (the history, ending with x) and proposes d1..dk
+ *           greedily (k <= K, fewer near max_tokens or the end of the context);
+ *   verify  the LLM appends x, d1..dk in one forward pass (skv_session_verify), each row
+ *           exactly the decode step it stands for, so row i's logits are those plain
+ *           decoding would have after d_i;
+ *   accept  d_i is accepted while it equals the argmax of row i-1; the accepted tokens are
+ *           emitted as plain greedy decoding emits them (stop tokens, the callback, max_tokens
+ *           end the round where they would have ended plain decoding), and the row after the
+ *           last accepted one gives the LLM's own next token;
+ *   rollback both sessions forget the rows past the last kept one. The full policy's cache
+ *           only appends, so dropping its tail (skv_session_truncate) leaves exactly the
+ *           cache plain decoding would have. A compressing policy evicts as it goes and has
+ *           state, so the verify pass runs on a fork (skv_session_fork: hot tier and policy
+ *           state copied, cold tier shared); if every row is kept the fork replaces the
+ *           session, else it is dropped and the kept rows are verified again on the
+ *           untouched session (a second LLM pass, counted in spec_passes). The kept row's
+ *           logits become the session's.
+ * Exactness therefore rests on skv_session_verify's per-row equality with a step (tested
+ * in tests/test_spec.c token for token and logit for logit). The drafter's own numerics do
+ * not matter for the output, only for the acceptance rate. */
+#include "api.h"
+#include "common/util.h"
+#include <stdlib.h>
+#include <string.h>
+
+int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K) {
+    if (K < 0) return skv_error("draft %d: must be >= 0", K);
+    if (K == 0) return 0;
+    if (!s->p->slm) return skv_error("draft %d: speculative decoding needs an SLM (the drafter)", K);
+    if (!s->s || s->be != skv_backend_get("cpu"))
+        return skv_error("draft %d: speculative decoding runs on the CPU only", K);
+    if (!skv_session_verify_ok(s->s))
+        return skv_error("draft %d: policy %s is not supported with speculative decoding (it runs work of its "
+                         "own before or after each token, which a verify pass does not replay exactly)", K,
+                         so->pol.desc->name);
+    const int vmax = skv_session_verify_max(s->s);
+    if (K + 1 > vmax || K > 63)
+        return skv_error("draft %d: at most %d for this LLM (a verify pass of more rows would leave the exact "
+                         "per-row decode path)", K, (vmax - 1 < 63 ? vmax - 1 : 63));
+    skv_session_opts d = *so;
+    if (skv_policy_spec_default("full", &d.pol)) return -1;
+    d.budget = 1;
+    d.slm = NULL; d.map = NULL; d.map_depth = 0;
+    if (!(s->drafter = skv_session_new(s->p->slm, &d))) return skv_error_prefix("draft: the SLM's session");
+    if (!(s->hist = skv_malloc((size_t)so->max_ctx * sizeof(int), "draft history"))) {
+        skv_session_free(s->drafter);
+        s->drafter = NULL;
+        return -1;
+    }
+    s->draft = K;
+    return 0;
+}
+
+void api_spec_note(smallkv_session *s, const int *ids, int n) {
+    if (!s->draft) return;
+    memcpy(s->hist + s->hist_n, ids, (size_t)n * sizeof(int));
+    s->hist_n += n;
+}
+
+int api_spec_prefill(smallkv_session *s, const int *ids, int n) {
+    if (!s->draft || s->drafter->n != s->hist_n - n) return 0;   /* behind anyway: it catches up later */
+    return skv_session_prefill(s->drafter, ids, n);
+}
+
+int api_spec_fork(smallkv_session *dst, const smallkv_session *src) {
+    if (!src->draft) return 0;
+    const int cap = src->s->o.max_ctx;
+    if (!(dst->hist = skv_malloc((size_t)cap * sizeof(int), "draft history"))) return -1;
+    memcpy(dst->hist, src->hist, (size_t)src->hist_n * sizeof(int));
+    dst->hist_n = src->hist_n;
+    if (src->drafter->n > 0 && !(dst->drafter = skv_session_fork(src->drafter))) return -1;
+    if (!dst->drafter) {
+        if (!(dst->drafter = skv_session_new(src->drafter->m, &src->drafter->o))) return -1;
+    }
+    dst->draft = src->draft;
+    return 0;
+}
+
+void api_spec_free(smallkv_session *s) {
+    skv_session_free(s->drafter);
+    free(s->hist);
+    s->drafter = NULL;
+    s->hist = NULL;
+}
+
+static int (*draft_hook)(int, int, void *);
+static void *draft_hook_user;
+void api_spec_set_draft_hook(int (*hook)(int pos, int tok, void *user), void *user) {
+    draft_hook = hook;
+    draft_hook_user = user;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* The drafter (holding a prefix of hist) up to date with hist[0..n), then up to k greedy proposals into d. Returns how many it proposed, -1 + error. */
+static int draft(smallkv_session *s, int n, int k, int *d) {
+    skv_session *q = s->drafter;
+    if (q->n > n && skv_session_truncate(q, n)) return -1;
+    /* a long catch-up (the prompt) as a prefill; the few tokens of a round as decode steps,
+     * several times cheaper than a short prefill over the hot tier */
+    if (n - q->n > 16 || q->n == 0) {
+        if (skv_session_prefill(q, s->hist + q->n, n - q->n)) return -1;
+    }
+    while (q->n < n)
+        if (skv_session_step(q, s->hist[q->n])) return -1;
+    const int V = q->m->cfg.vocab;
+    for (int i = 0; i < k; i++) {
+        d[i] = argmax(skv_session_logits(q), V);
+        if (draft_hook) d[i] = draft_hook(n + i, d[i], draft_hook_user);
+        if (i + 1 < k && skv_session_step(q, d[i])) return -1;
+    }
+    return k;
+}
+
+int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user) {
+    const int V = s->p->llm->cfg.vocab, cap = s->s->o.max_ctx;
+    const int K = s->draft;
+    int tok[64];
+    int produced = 0;
+    while (produced < max_tokens) {
+        int next = smallkv_sample(s, 0, NULL);
+        if (smallkv_is_stop(s->p, next)) break;
+        size_t len = 0;
+        const char *b = smallkv_token_bytes(s->p, next, &len);
+        produced++;
+        if (cb && cb(next, b ? b : "", b ? len : 0, user)) break;
+        if (produced == max_tokens) break;
+        const int n0 = s->s->n;
+        if (n0 >= cap) return skv_error("the context of %d tokens is full", cap);
+        int k = K;
+        if (k > max_tokens - produced) k = max_tokens - produced;
+        if (k > cap - n0 - 1) k = cap - n0 - 1;
+        if (k < 1) {   /* nothing to draft: a plain step */
+            if (smallkv_step(s, next)) return -1;
+            continue;
+        }
+        const double t0 = skv_now();
+        s->hist[n0] = next;
+        tok[0] = next;
+        if (draft(s, n0 + 1, k, tok + 1) < 0) return -1;
+        /* a policy whose cache only appends rolls back by truncation; the others verify a fork
+         * (cache and policy state copied) and, after a rejection, verify the kept rows again
+         * on the untouched session */
+        const bool trunc = skv_policy_has(s->s->pol, SKV_POLICY_KEEPS_ALL);
+        skv_session *v = trunc ? s->s : skv_session_fork(s->s);
+        if (!v) return -1;
+        if (skv_session_verify(v, tok, k + 1)) {
+            if (v != s->s) skv_session_free(v);
+            return -1;
+        }
+        s->spec_passes++;
+        s->spec_drafted += k;
+        const float *lg = v->st->logits;
+        int j = 0;
+        while (j < k && argmax(lg + (size_t)j * V, V) == tok[j + 1]) j++;
+        s->spec_accepted += j;
+        /* emit d1..dj as plain decoding would; keep = rows plain decoding would have stepped */
+        int keep = 1, done = 0;
+        for (int i = 1; i <= j && !done; i++) {
+            const int t = tok[i];
+            if (smallkv_is_stop(s->p, t)) { done = 1; break; }
+            b = smallkv_token_bytes(s->p, t, &len);
+            produced++;
+            if ((cb && cb(t, b ? b : "", b ? len : 0, user)) || produced == max_tokens) { done = 1; break; }
+            keep = i + 1;
+        }
+        if (trunc) {
+            if (skv_session_truncate(s->s, n0 + keep)) return -1;
+        } else if (keep == k + 1) {   /* everything kept: the fork is the session */
+            skv_session_free(s->s);
+            s->s = v;
+            s->att = NULL;            /* the CPU backend attaches the session itself */
+        } else {
+            skv_session_free(v);
+            if (skv_session_verify(s->s, tok, keep)) return -1;
+            s->spec_passes++;
+        }
+        float *l0 = s->s->st->logits;   /* the last kept row's logits become the session's */
+        if (keep > 1) memmove(l0, l0 + (size_t)(keep - 1) * V, (size_t)V * sizeof(float));
+        /* the drafter keeps what agrees with the kept rows (it never saw the last proposal) */
+        if (s->drafter->n > n0 + keep && skv_session_truncate(s->drafter, n0 + keep)) return -1;
+        memcpy(s->hist + n0, tok, (size_t)keep * sizeof(int));
+        s->hist_n = n0 + keep;
+        s->decode_s += skv_now() - t0;
+        s->decode_tokens += keep;
+        if (done) break;
+    }
+    return produced;
+}

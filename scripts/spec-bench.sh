@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# spec-bench.sh: speculative decoding on the Qwen2.5-Coder pair (0.5B drafts for 1.5B, policy
+# full unless SPEC_POLICY): for two HumanEval prompts (completion) and one GSM8K question (--chat), 128 greedy
+# tokens with --draft 0 (plain), 2, 4, 6; prints decode tokens/s, the ratio to plain decoding,
+# LLM passes per token, draft acceptance and mean accepted length, and checks that every
+# draft run printed the same text as the plain run. docs/performance.md, "Speculative decoding".
+# Environment: OMP_NUM_THREADS (default 2), SPEC_N (128), SPEC_KS ("2 4 6"), SPEC_POLICY (full),
+# SPEC_BUDGET (1; e.g. SPEC_POLICY=h2o SPEC_BUDGET=0.2), SPEC_PROMPTS ("he0 he10 gsm0").
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+N=${SPEC_N:-128}
+KS=${SPEC_KS:-"2 4 6"}
+POLICY=${SPEC_POLICY:-full}
+BUDGET=${SPEC_BUDGET:-1}
+PROMPTS=${SPEC_PROMPTS:-"he0 he10 gsm0"}
+LLM=models/qwen2.5-coder-1.5b.gguf
+SLM=models/qwen2.5-coder-0.5b.gguf
+for f in $LLM $SLM build/bin/smallkv; do [ -e "$f" ] || { echo "spec-bench: $f missing" >&2; exit 2; }; done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 - "$tmp" <<'PY'
+import gzip, json, sys
+d = sys.argv[1]
+he = [json.loads(l) for l in gzip.open('../shared/data/humaneval/HumanEval.jsonl.gz', 'rt')]
+for i in (0, 10):
+    open(f'{d}/he{i}.txt', 'w').write(he[i]['prompt'])
+g = [json.loads(l) for l in open('../shared/data/gsm8k/test.jsonl')]
+open(f'{d}/gsm0.txt', 'w').write(g[0]['question'])
+PY
+printf '%-14s %5s %9s %7s %12s %10s %12s %s\n' prompt K tok/s ratio passes/tok accepted mean_acc same
+for p in $PROMPTS; do
+    chat=""; [ $p = gsm0 ] && chat="--chat"
+    base=0
+    for k in 0 $KS; do
+        pair=(--slm $SLM --draft $k); [ $k = 0 ] && pair=()
+        build/bin/smallkv generate --llm $LLM "${pair[@]}" --policy $POLICY --budget $BUDGET $chat --prompt "$(cat $tmp/$p.txt)" \
+            -n $N --stats >"$tmp/$p.$k.out" 2>"$tmp/$p.$k.err"
+        tps=$(sed -n 's/.*decode [0-9]* steps in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$tmp/$p.$k.err")
+        [ $k = 0 ] && base=$tps
+        ratio=$(python3 -c "print(f'{$tps/$base:.2f}')")
+        ppt=1.000; acc=-; mean=-
+        if [ $k != 0 ]; then
+            l=$(grep speculative "$tmp/$p.$k.err")
+            ppt=$(sed -n 's/.*(\([0-9.]*\) per token).*/\1/p' <<<"$l")
+            acc=$(sed -n 's/.*drafts accepted (\([0-9.]*%\)).*/\1/p' <<<"$l")
+            mean=$(sed -n 's/.*, \([0-9.]*\) accepted per pass.*/\1/p' <<<"$l")
+        fi
+        same=yes; cmp -s "$tmp/$p.0.out" "$tmp/$p.$k.out" || same=NO
+        printf '%-14s %5s %9s %7s %12s %10s %12s %s\n' $p $k $tps $ratio $ppt $acc $mean $same
+    done
+done

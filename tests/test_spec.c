@@ -1,0 +1,259 @@
+/* test_spec.c: speculative decoding (smallkv_options.draft; runtime/api/speculate.c,
+ * skv_session_verify / skv_session_truncate) against plain greedy decoding, on SmolLM2 as
+ * its own drafter (skipped without models/SmolLM2-135M-Instruct.Q4_1.gguf):
+ *   - a verify pass's rows equal single steps bit for bit, and a truncated session steps on
+ *     exactly like one that never saw the dropped rows;
+ *   - smallkv_generate with draft K = 1, 2, 4 gives the same tokens as draft 0 over 300
+ *     tokens, and the same final logits and length; acceptance statistics add up; again
+ *     with about a third of the proposals replaced by a wrong token (api_spec_set_draft_hook),
+ *     so that rejections roll both caches back mid-draft;
+ *   - a callback that stops early and max_tokens leave the same state as plain decoding
+ *     (a second generate continues identically);
+ *   - the same for h2o, snapkv and quest (cold tier, query-aware) at 25-30 %, whose
+ *     verify pass runs on a fork (every row's selection is the step's: evictions included);
+ *   - refusals: a policy with per-token work of its own (smallkv), no SLM, too many drafts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "include/smallkv.h"
+#include "runtime/api/api.h"
+#include "runtime/model/model.h"
+#include "runtime/session/session.h"
+#include "tests/support/test_util.h"
+
+#define SMOL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define NGEN 300
+
+static smallkv_pair *pair, *solo;
+
+static int setup(void **st) {
+    (void)st;
+    if (access(SMOL, R_OK)) return 0;
+    pair = smallkv_pair_load(SMOL, SMOL);
+    solo = smallkv_pair_load(SMOL, NULL);
+    return pair && solo ? 0 : -1;
+}
+static int teardown(void **st) {
+    (void)st;
+    smallkv_pair_free(pair);
+    smallkv_pair_free(solo);
+    return 0;
+}
+
+typedef struct { int ids[NGEN]; int n, stop_at; } collect;
+static int on_token(int id, const char *b, size_t len, void *u) {
+    (void)b; (void)len;
+    collect *c = u;
+    if (c->n < NGEN) c->ids[c->n] = id;
+    c->n++;
+    return c->stop_at > 0 && c->n >= c->stop_at;
+}
+
+static smallkv_session *session_pol(int draft, const char *policy, double budget) {
+    smallkv_options o;
+    smallkv_options_default(&o);
+    o.draft = draft;
+    o.policy = policy;
+    o.budget = budget;
+    o.max_ctx = 512;
+    smallkv_session *s = smallkv_session_new(pair, &o);
+    assert_non_null(s);
+    int ids[64];
+    int n = smallkv_tokenize(pair, "Once upon a time, in a small town by the sea, there lived", SMALLKV_TOK_BOS, ids, 64);
+    assert_true(n > 4 && n <= 64);
+    assert_int_equal(smallkv_prefill(s, ids, n), 0);
+    return s;
+}
+static smallkv_session *session(int draft) { return session_pol(draft, "full", 1); }
+
+/* skv_session_verify rows == steps, bit for bit; truncate then step == never stepped */
+static void test_verify_rows(void **st) {
+    (void)st;
+    if (!pair) skip();
+    skv_model *m = skv_model_load(SMOL);
+    assert_non_null(m);
+    skv_session_opts o;
+    skv_session_opts_default(&o);
+    o.max_ctx = 256;
+    int prompt[40], tok[6];
+    test_prompt(prompt, 40, m->cfg.vocab, 11);
+    test_prompt(tok, 6, m->cfg.vocab, 12);
+    skv_session *a = skv_session_new(m, &o), *b = skv_session_new(m, &o);
+    assert_non_null(a); assert_non_null(b);
+    assert_int_equal(skv_session_prefill(a, prompt, 40), 0);
+    assert_int_equal(skv_session_prefill(b, prompt, 40), 0);
+    assert_true(skv_session_verify_max(a) >= 6);
+    const int V = m->cfg.vocab;
+    float *rows = malloc((size_t)6 * V * sizeof(float));
+    assert_int_equal(skv_session_verify(a, tok, 6), 0);
+    memcpy(rows, a->st->logits, (size_t)6 * V * sizeof(float));
+    for (int t = 0; t < 6; t++) {
+        assert_int_equal(skv_session_step(b, tok[t]), 0);
+        assert_memory_equal(rows + (size_t)t * V, b->st->logits, (size_t)V * sizeof(float));
+    }
+    /* drop the last 3 rows of a, step two other tokens on both: same bits */
+    assert_int_equal(skv_session_truncate(a, 43), 0);
+    assert_int_equal(a->n, 43);
+    skv_session *c = skv_session_new(m, &o);
+    assert_int_equal(skv_session_prefill(c, prompt, 40), 0);
+    for (int t = 0; t < 3; t++) assert_int_equal(skv_session_step(c, tok[t]), 0);
+    for (int t = 0; t < 2; t++) {
+        assert_int_equal(skv_session_step(a, tok[5 - t]), 0);
+        assert_int_equal(skv_session_step(c, tok[5 - t]), 0);
+        assert_memory_equal(a->st->logits, c->st->logits, (size_t)V * sizeof(float));
+    }
+    /* out of range */
+    assert_int_equal(skv_session_truncate(a, 0), -1);
+    assert_int_equal(skv_session_truncate(a, a->n + 1), -1);
+    assert_int_equal(skv_session_verify(a, tok, skv_session_verify_max(a) + 1), -1);
+    /* a compressing policy cannot truncate (it evicts as it goes) */
+    skv_session_opts oh = o;
+    assert_int_equal(skv_policy_spec_parse("h2o", &oh.pol), 0);
+    oh.budget = 0.5;
+    skv_session *h = skv_session_new(m, &oh);
+    assert_int_equal(skv_session_prefill(h, prompt, 40), 0);
+    assert_int_equal(skv_session_truncate(h, 30), -1);
+    assert_non_null(strstr(smallkv_last_error(), "h2o"));
+    free(rows);
+    skv_session_free(a); skv_session_free(b); skv_session_free(c); skv_session_free(h);
+    skv_model_free(m);
+}
+
+/* replaces the proposal at about a third of the positions by its neighbour id */
+static int spoil(int pos, int tok, void *u) {
+    (void)u;
+    uint32_t h = (uint32_t)pos * 2654435761u;
+    return (h >> 16) % 3 == 0 ? (tok + 1) % 1000 : tok;
+}
+
+/* greedy tokens with draft K equal draft 0's, token for token */
+static void identical(bool spoiled, const char *policy, double budget) {
+    if (!pair) skip();
+    api_spec_set_draft_hook(spoiled ? spoil : NULL, NULL);
+    collect ref = {0};
+    smallkv_session *s0 = session_pol(0, policy, budget);
+    int n0 = smallkv_generate(s0, NGEN, on_token, &ref);
+    const bool full = !strcmp(policy, "full");
+    assert_true(n0 > (full ? 100 : 30));
+    const int V = smallkv_vocab(pair);
+    const int Ks[] = {1, 2, 4};
+    for (size_t k = full ? 0 : 1; k < sizeof Ks / sizeof Ks[0]; k++) {   /* K = 2, 4 for the others */
+        collect c = {0};
+        smallkv_session *s = session_pol(Ks[k], policy, budget);
+        int n = smallkv_generate(s, NGEN, on_token, &c);
+        assert_int_equal(n, n0);
+        assert_memory_equal(c.ids, ref.ids, (size_t)n0 * sizeof(int));
+        assert_int_equal(smallkv_length(s), smallkv_length(s0));
+        assert_memory_equal(smallkv_logits(s), smallkv_logits(s0), (size_t)V * sizeof(float));
+        smallkv_stats stt;
+        smallkv_get_stats(s, &stt);
+        print_message("%s draft %d: %d tokens, %d LLM passes (%.3f per token), %d / %d drafts accepted, mean accepted %.2f\n",
+                      policy, Ks[k], n, stt.spec_passes, (double)stt.spec_passes / n, stt.spec_accepted, stt.spec_drafted,
+                      (double)stt.spec_accepted / stt.spec_passes);
+        assert_true(stt.spec_passes > 0);
+        assert_true(stt.spec_accepted <= stt.spec_drafted);
+        assert_true(stt.spec_drafted <= Ks[k] * stt.spec_passes);
+        /* the LLM steps every emitted token but the last: passes + accepted of them */
+        smallkv_stats s0t;
+        smallkv_get_stats(s0, &s0t);
+        assert_int_equal(stt.decode_tokens, s0t.decode_tokens);
+        assert_true(stt.spec_passes + stt.spec_accepted >= stt.decode_tokens);
+        assert_true(stt.hot_bytes == s0t.hot_bytes);
+        if (!spoiled) {
+            /* the model drafts for itself: nearly everything is accepted */
+            assert_true(stt.spec_accepted * 10 >= stt.spec_drafted * 8);
+            assert_true(stt.spec_passes < n);
+        } else {
+            assert_true(stt.spec_accepted * 10 <= stt.spec_drafted * 9);
+            /* but the drafter resynchronises after each rejection (a third of it is spoiled) */
+            assert_true(stt.spec_accepted * 4 >= stt.spec_drafted);
+        }
+        smallkv_session_free(s);
+    }
+    smallkv_session_free(s0);
+    api_spec_set_draft_hook(NULL, NULL);
+}
+static void test_identical(void **st) { (void)st; identical(false, "full", 1); }
+static void test_identical_rejected(void **st) { (void)st; identical(true, "full", 1); }
+/* compressing policies: the verify pass runs on a fork, a rejection verifies the kept rows again */
+static void test_identical_h2o(void **st) { (void)st; identical(true, "h2o", 0.3); }
+static void test_identical_snapkv(void **st) { (void)st; identical(true, "snapkv", 0.3); }
+static void test_identical_quest(void **st) { (void)st; identical(true, "quest", 0.3); }
+
+/* a callback stop and max_tokens leave plain decoding's state: a second generate continues
+ * identically; a fork of a drafting session drafts too */
+static void test_stops(void **st) {
+    (void)st;
+    if (!pair) skip();
+    const int V = smallkv_vocab(pair);
+    collect r1 = {.stop_at = 37}, r2 = {0}, c1 = {.stop_at = 37}, c2 = {0};
+    api_spec_set_draft_hook(spoil, NULL);
+    smallkv_session *s0 = session(0), *s = session(4);
+    assert_int_equal(smallkv_generate(s0, 100, on_token, &r1), 37);
+    assert_int_equal(smallkv_generate(s, 100, on_token, &c1), 37);
+    assert_memory_equal(c1.ids, r1.ids, 37 * sizeof(int));
+    assert_int_equal(smallkv_length(s), smallkv_length(s0));
+    assert_int_equal(smallkv_generate(s0, 23, on_token, &r2), 23);
+    assert_int_equal(smallkv_generate(s, 23, on_token, &c2), 23);
+    assert_memory_equal(c2.ids, r2.ids, 23 * sizeof(int));
+    assert_int_equal(smallkv_length(s), smallkv_length(s0));
+    assert_memory_equal(smallkv_logits(s), smallkv_logits(s0), (size_t)V * sizeof(float));
+    smallkv_session *f0 = smallkv_fork(s0), *f = smallkv_fork(s);
+    assert_non_null(f0); assert_non_null(f);
+    collect r3 = {0}, c3 = {0};
+    assert_int_equal(smallkv_generate(f0, 40, on_token, &r3), 40);
+    assert_int_equal(smallkv_generate(f, 40, on_token, &c3), 40);
+    assert_memory_equal(c3.ids, r3.ids, 40 * sizeof(int));
+    smallkv_stats stt;
+    smallkv_get_stats(f, &stt);
+    assert_true(stt.spec_passes > 0);
+    smallkv_session_free(f0); smallkv_session_free(f);
+    smallkv_session_free(s0); smallkv_session_free(s);
+    api_spec_set_draft_hook(NULL, NULL);
+}
+
+static void test_refusals(void **st) {
+    (void)st;
+    if (!pair) skip();
+    smallkv_options o;
+    smallkv_options_default(&o);
+    o.draft = 2;
+    o.policy = "smallkv:mapping=online";   /* its SLM runs before every token */
+    o.budget = 0.5;
+    assert_null(smallkv_session_new(pair, &o));
+    assert_non_null(strstr(smallkv_last_error(), "not supported with speculative decoding"));
+    o.policy = "full";
+    o.budget = 1;
+    assert_null(smallkv_session_new(solo, &o));
+    assert_non_null(strstr(smallkv_last_error(), "needs an SLM"));
+    o.draft = 40;
+    assert_null(smallkv_session_new(pair, &o));
+    assert_non_null(strstr(smallkv_last_error(), "at most"));
+    o.draft = -1;
+    assert_null(smallkv_session_new(pair, &o));
+    o.draft = 0;   /* off: no SLM needed */
+    smallkv_session *s = smallkv_session_new(solo, &o);
+    assert_non_null(s);
+    smallkv_session_free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_verify_rows),
+        cmocka_unit_test(test_identical),
+        cmocka_unit_test(test_identical_rejected),
+        cmocka_unit_test(test_identical_h2o),
+        cmocka_unit_test(test_identical_snapkv),
+        cmocka_unit_test(test_identical_quest),
+        cmocka_unit_test(test_stops),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
