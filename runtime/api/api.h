@@ -48,6 +48,10 @@ void api_spec_note(smallkv_session *s, const int *ids, int n);
 int api_spec_prefill(smallkv_session *s, const int *ids, int n);
 int api_spec_fork(smallkv_session *dst, const smallkv_session *src);
 void api_spec_free(smallkv_session *s);
+/* Hand one generated token to the caller as smallkv_generate does: nonzero when generation
+ * ends here (a stop token, not counted, or the callback asked to stop); *produced counts the
+ * tokens handed over. */
+int api_emit_token(smallkv_session *s, int tok, smallkv_token_cb cb, void *user, int *produced);
 int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user);
 /* Tests: every proposal passes through hook(position, token, user), which may replace it
  * (so that rejections and rollbacks happen with a self pair); NULL: off. Process-wide. */

@@ -205,6 +205,14 @@ int smallkv_sample(smallkv_session *s, float temperature, unsigned long long *rn
     return tok;
 }
 
+int api_emit_token(smallkv_session *s, int tok, smallkv_token_cb cb, void *user, int *produced) {
+    if (smallkv_is_stop(s->p, tok)) return 1;
+    size_t len = 0;
+    const char *b = smallkv_token_bytes(s->p, tok, &len);
+    ++*produced;
+    return cb && cb(tok, b ? b : "", b ? len : 0, user);
+}
+
 int smallkv_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user) {
     if (!s || max_tokens < 0) return skv_error("smallkv_generate: bad arguments");
     if (!s->has_logits) return skv_error("smallkv_generate: nothing to continue (prefill first)");
@@ -212,12 +220,7 @@ int smallkv_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, vo
     int produced = 0;
     while (produced < max_tokens) {
         int next = smallkv_sample(s, 0, NULL);
-        if (smallkv_is_stop(s->p, next)) break;
-        size_t len = 0;
-        const char *b = smallkv_token_bytes(s->p, next, &len);
-        produced++;
-        if (cb && cb(next, b ? b : "", b ? len : 0, user)) break;
-        if (produced == max_tokens) break;
+        if (api_emit_token(s, next, cb, user, &produced) || produced == max_tokens) break;
         if (smallkv_length(s) >= capacity(s)) return skv_error("the context of %d tokens is full", capacity(s));
         if (smallkv_step(s, next)) return -1;
     }

@@ -24,6 +24,7 @@
  * not matter for the output, only for the acceptance rate. */
 #include "api.h"
 #include "common/util.h"
+#include "runtime/session/sampling.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,13 +95,6 @@ void api_spec_set_draft_hook(int (*hook)(int pos, int tok, void *user), void *us
     draft_hook_user = user;
 }
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* The drafter (holding a prefix of hist) up to date with hist[0..n), then up to k greedy proposals into d. Returns how many it proposed, -1 + error. */
 static int draft(smallkv_session *s, int n, int k, int *d) {
     skv_session *q = s->drafter;
@@ -114,7 +108,7 @@ static int draft(smallkv_session *s, int n, int k, int *d) {
         if (skv_session_step(q, s->hist[q->n])) return -1;
     const int V = q->m->cfg.vocab;
     for (int i = 0; i < k; i++) {
-        d[i] = argmax(skv_session_logits(q), V);
+        d[i] = skv_argmax(skv_session_logits(q), V);
         if (draft_hook) d[i] = draft_hook(n + i, d[i], draft_hook_user);
         if (i + 1 < k && skv_session_step(q, d[i])) return -1;
     }
@@ -128,12 +122,7 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
     int produced = 0;
     while (produced < max_tokens) {
         int next = smallkv_sample(s, 0, NULL);
-        if (smallkv_is_stop(s->p, next)) break;
-        size_t len = 0;
-        const char *b = smallkv_token_bytes(s->p, next, &len);
-        produced++;
-        if (cb && cb(next, b ? b : "", b ? len : 0, user)) break;
-        if (produced == max_tokens) break;
+        if (api_emit_token(s, next, cb, user, &produced) || produced == max_tokens) break;
         const int n0 = s->s->n;
         if (n0 >= cap) return skv_error("the context of %d tokens is full", cap);
         int k = K;
@@ -161,16 +150,12 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
         s->spec_drafted += k;
         const float *lg = v->st->logits;
         int j = 0;
-        while (j < k && argmax(lg + (size_t)j * V, V) == tok[j + 1]) j++;
+        while (j < k && skv_argmax(lg + (size_t)j * V, V) == tok[j + 1]) j++;
         s->spec_accepted += j;
         /* emit d1..dj as plain decoding would; keep = rows plain decoding would have stepped */
         int keep = 1, done = 0;
-        for (int i = 1; i <= j && !done; i++) {
-            const int t = tok[i];
-            if (smallkv_is_stop(s->p, t)) { done = 1; break; }
-            b = smallkv_token_bytes(s->p, t, &len);
-            produced++;
-            if ((cb && cb(t, b ? b : "", b ? len : 0, user)) || produced == max_tokens) { done = 1; break; }
+        for (int i = 1; i <= j; i++) {
+            if (api_emit_token(s, tok[i], cb, user, &produced) || produced == max_tokens) { done = 1; break; }
             keep = i + 1;
         }
         if (trunc) {
