@@ -6,6 +6,9 @@
 # draft run printed the same text as the plain run. docs/performance.md, "Speculative decoding".
 # Environment: OMP_NUM_THREADS (default 2), SPEC_N (128), SPEC_KS ("2 4 6"), SPEC_POLICY (full),
 # SPEC_BUDGET (1; e.g. SPEC_POLICY=h2o SPEC_BUDGET=0.2), SPEC_PROMPTS ("he0 he10 gsm0").
+# A policy that runs the SLM itself (smallkv) gets it and the pair's profile in every run,
+# drafts with that same SLM pass, and is also compared with plain full-cache decoding
+# (column vs_full).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -16,6 +19,8 @@ BUDGET=${SPEC_BUDGET:-1}
 PROMPTS=${SPEC_PROMPTS:-"he0 he10 gsm0"}
 LLM=models/qwen2.5-coder-1.5b.gguf
 SLM=models/qwen2.5-coder-0.5b.gguf
+PROFILE=profiles/qwen2.5-coder-0.5b-1.5b.skvprof
+own=(); [[ $POLICY == smallkv* ]] && own=(--slm $SLM --profile $PROFILE)
 for f in $LLM $SLM build/bin/smallkv; do [ -e "$f" ] || { echo "spec-bench: $f missing" >&2; exit 2; }; done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -28,12 +33,19 @@ for i in (0, 10):
 g = [json.loads(l) for l in open('../shared/data/gsm8k/test.jsonl')]
 open(f'{d}/gsm0.txt', 'w').write(g[0]['question'])
 PY
-printf '%-14s %5s %9s %7s %12s %10s %12s %s\n' prompt K tok/s ratio passes/tok accepted mean_acc same
+printf '%-14s %5s %9s %7s %8s %12s %10s %12s %s\n' prompt K tok/s ratio vs_full passes/tok accepted mean_acc same
 for p in $PROMPTS; do
     chat=""; [ $p = gsm0 ] && chat="--chat"
     base=0
+    full=""
+    if [ ${#own[@]} -gt 0 ]; then
+        build/bin/smallkv generate --llm $LLM --policy full $chat --prompt "$(cat $tmp/$p.txt)" -n $N --stats \
+            >"$tmp/$p.full.out" 2>"$tmp/$p.full.err"
+        full=$(sed -n 's/.*decode [0-9]* steps in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$tmp/$p.full.err")
+    fi
     for k in 0 $KS; do
         pair=(--slm $SLM --draft $k); [ $k = 0 ] && pair=()
+        [ ${#own[@]} -gt 0 ] && pair=("${own[@]}" --draft $k)
         build/bin/smallkv generate --llm $LLM "${pair[@]}" --policy $POLICY --budget $BUDGET $chat --prompt "$(cat $tmp/$p.txt)" \
             -n $N --stats >"$tmp/$p.$k.out" 2>"$tmp/$p.$k.err"
         tps=$(sed -n 's/.*decode [0-9]* steps in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$tmp/$p.$k.err")
@@ -46,7 +58,8 @@ for p in $PROMPTS; do
             acc=$(sed -n 's/.*drafts accepted (\([0-9.]*%\)).*/\1/p' <<<"$l")
             mean=$(sed -n 's/.*, \([0-9.]*\) accepted per pass.*/\1/p' <<<"$l")
         fi
+        vs=-; [ -n "$full" ] && vs=$(python3 -c "print(f'{$tps/$full:.2f}')")
         same=yes; cmp -s "$tmp/$p.0.out" "$tmp/$p.$k.out" || same=NO
-        printf '%-14s %5s %9s %7s %12s %10s %12s %s\n' $p $k $tps $ratio $ppt $acc $mean $same
+        printf '%-14s %5s %9s %7s %8s %12s %10s %12s %s\n' $p $k $tps $ratio $vs $ppt $acc $mean $same
     done
 done

@@ -19,6 +19,11 @@
  *           session, else it is dropped and the kept rows are verified again on the
  *           untouched session (a second LLM pass, counted in spec_passes). The kept row's
  *           logits become the session's.
+ * A policy with a companion model of its own (SmallKV: the SLM that already runs over every
+ * token to pick the hot set) drafts with it instead of a drafter session (policy.h spec_*):
+ * the companion steps over x, d1 .. dk once, proposing from its logits and keeping each
+ * step's attention rows for the verify row at that position, then forgets the rows past the
+ * kept ones. Its pass is then shared: no SLM work but the k - j rejected steps' is added.
  * Exactness therefore rests on skv_session_verify's per-row equality with a step (tested
  * in tests/test_spec.c token for token and logit for logit). The drafter's own numerics do
  * not matter for the output, only for the acceptance rate. */
@@ -34,25 +39,30 @@ int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K) {
     if (!s->p->slm) return skv_error("draft %d: speculative decoding needs an SLM (the drafter)", K);
     if (!s->s || s->be != skv_backend_get("cpu"))
         return skv_error("draft %d: speculative decoding runs on the CPU only", K);
-    if (!skv_session_verify_ok(s->s))
-        return skv_error("draft %d: policy %s is not supported with speculative decoding (it runs work of its "
-                         "own before or after each token, which a verify pass does not replay exactly)", K,
-                         so->pol.desc->name);
     const int vmax = skv_session_verify_max(s->s);
     if (K + 1 > vmax || K > 63)
         return skv_error("draft %d: at most %d for this LLM (a verify pass of more rows would leave the exact "
                          "per-row decode path)", K, (vmax - 1 < 63 ? vmax - 1 : 63));
+    /* a policy with a companion model of its own (SmallKV's SLM) drafts with it */
+    skv_policy *pol = s->s->pol;
+    if (pol->spec_enable && pol->spec_enable(pol, K)) return skv_error_prefix("draft %d", K);
+    if (!skv_session_verify_ok(s->s))
+        return skv_error("draft %d: policy %s is not supported with speculative decoding (it runs work of its "
+                         "own before or after each token, which a verify pass does not replay exactly)", K,
+                         so->pol.desc->name);
+    if (!(s->hist = skv_malloc((size_t)so->max_ctx * sizeof(int), "draft history"))) return -1;
+    s->draft = K;
+    if (pol->spec_on) return 0;
     skv_session_opts d = *so;
     if (skv_policy_spec_default("full", &d.pol)) return -1;
     d.budget = 1;
     d.slm = NULL; d.map = NULL; d.map_depth = 0;
-    if (!(s->drafter = skv_session_new(s->p->slm, &d))) return skv_error_prefix("draft: the SLM's session");
-    if (!(s->hist = skv_malloc((size_t)so->max_ctx * sizeof(int), "draft history"))) {
-        skv_session_free(s->drafter);
-        s->drafter = NULL;
-        return -1;
+    if (!(s->drafter = skv_session_new(s->p->slm, &d))) {
+        free(s->hist);
+        s->hist = NULL;
+        s->draft = 0;
+        return skv_error_prefix("draft: the SLM's session");
     }
-    s->draft = K;
     return 0;
 }
 
@@ -63,7 +73,7 @@ void api_spec_note(smallkv_session *s, const int *ids, int n) {
 }
 
 int api_spec_prefill(smallkv_session *s, const int *ids, int n) {
-    if (!s->draft || s->drafter->n != s->hist_n - n) return 0;   /* behind anyway: it catches up later */
+    if (!s->draft || !s->drafter || s->drafter->n != s->hist_n - n) return 0;   /* behind anyway: it catches up later */
     return skv_session_prefill(s->drafter, ids, n);
 }
 
@@ -73,11 +83,12 @@ int api_spec_fork(smallkv_session *dst, const smallkv_session *src) {
     if (!(dst->hist = skv_malloc((size_t)cap * sizeof(int), "draft history"))) return -1;
     memcpy(dst->hist, src->hist, (size_t)src->hist_n * sizeof(int));
     dst->hist_n = src->hist_n;
+    dst->draft = src->draft;
+    if (!src->drafter) return 0;   /* the policy drafts: forked with the LLM's session */
     if (src->drafter->n > 0 && !(dst->drafter = skv_session_fork(src->drafter))) return -1;
     if (!dst->drafter) {
         if (!(dst->drafter = skv_session_new(src->drafter->m, &src->drafter->o))) return -1;
     }
-    dst->draft = src->draft;
     return 0;
 }
 
@@ -95,8 +106,12 @@ void api_spec_set_draft_hook(int (*hook)(int pos, int tok, void *user), void *us
     draft_hook_user = user;
 }
 
-/* The drafter (holding a prefix of hist) up to date with hist[0..n), then up to k greedy proposals into d. Returns how many it proposed, -1 + error. */
+/* The drafter (holding a prefix of hist) up to date with hist[0..n), then up to k greedy
+ * proposals into d. A drafting policy's companion is up to date already: it steps over
+ * hist[n-1] (the LLM's token) and its own proposals. Returns how many it proposed, -1 + error. */
 static int draft(smallkv_session *s, int n, int k, int *d) {
+    skv_policy *pol = s->s->pol;
+    if (pol->spec_on) return pol->spec_draft(pol, s->hist[n - 1], k, d, draft_hook, draft_hook_user) ? -1 : k;
     skv_session *q = s->drafter;
     if (q->n > n && skv_session_truncate(q, n)) return -1;
     /* a long catch-up (the prompt) as a prefill; the few tokens of a round as decode steps,
@@ -169,10 +184,11 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
             if (skv_session_verify(s->s, tok, keep)) return -1;
             s->spec_passes++;
         }
+        if (s->s->pol->spec_on && s->s->pol->spec_keep(s->s->pol, keep)) return -1;
         float *l0 = s->s->st->logits;   /* the last kept row's logits become the session's */
         if (keep > 1) memmove(l0, l0 + (size_t)(keep - 1) * V, (size_t)V * sizeof(float));
         /* the drafter keeps what agrees with the kept rows (it never saw the last proposal) */
-        if (s->drafter->n > n0 + keep && skv_session_truncate(s->drafter, n0 + keep)) return -1;
+        if (s->drafter && s->drafter->n > n0 + keep && skv_session_truncate(s->drafter, n0 + keep)) return -1;
         memcpy(s->hist + n0, tok, (size_t)keep * sizeof(int));
         s->hist_n = n0 + keep;
         s->decode_s += skv_now() - t0;

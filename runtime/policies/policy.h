@@ -247,6 +247,26 @@ struct skv_policy {
     int (*companion)(skv_policy *p, skv_policy_companion *c);
     /* The LLM head -> SLM head mapping in use ([L*H]), NULL when none (yet). */
     const int *(*head_map)(const skv_policy *p);
+    /* Speculative decoding with the policy's own companion model as the drafter (SmallKV:
+     * the SLM already runs over every token, so its pass drafts at no extra cost). NULL for
+     * policies without one.
+     *   spec_enable  before the first token: the companion will draft up to kmax tokens a
+     *                round (it then runs all its layers); sets spec_on. -1 + error when it
+     *                cannot (the message says why);
+     *   spec_draft   the companion steps over `first` (the LLM's token at the current
+     *                length n) and then greedily over its own proposals: k + 1 steps, the
+     *                attention rows of each kept for the verify pass; drafts[0..k) are its
+     *                proposals for positions n+1 .. n+k, each passed through hook when set;
+     *   spec_row     the verify pass decodes row t of the drafted block (-1: the live rows);
+     *   spec_keep    the verify kept the first keep rows (1..k+1): the companion forgets the
+     *                others, as if it had stepped over exactly those tokens. */
+    int (*spec_enable)(skv_policy *p, int kmax);
+    int (*spec_draft)(skv_policy *p, int first, int k, int *drafts, int (*hook)(int pos, int tok, void *user),
+                      void *user);
+    int (*spec_row)(skv_policy *p, int t);
+    int (*spec_keep)(skv_policy *p, int keep);
+    bool spec_on;         /* spec_enable succeeded: the verify pass may run (before_forward
+                             is replaced by spec_draft) */
     void (*free_state)(skv_policy *p);
 };
 

@@ -276,6 +276,7 @@ static int online_try(skv_policy *p, int n) {
     s->onl = NULL;
     p->wants_colsum = o->no_saliency;
     p->wants_head_p = false;
+    p->after_step = NULL;
     return 0;
 }
 
@@ -327,7 +328,12 @@ static int sk_fork(const skv_policy *src, skv_policy *dst) {
     }
     if (skv_lanescore_copy(&b->acc, &a->acc)) goto fail;
     if (a->onl && !(b->onl = skv_online_fork(a->onl))) goto fail;
-    if (a->g) {
+    if (a->g && a->g->pending) {
+        /* a verify pass's fork (speculate.c): it reads the drafted rows, one of the two
+         * sessions is dropped right after, the survivor keeps the guide */
+        b->g = a->g;
+        b->g->refs++;
+    } else if (a->g) {
         if (!(b->g = skv_slm_guide_fork(a->g))) goto fail;
         b->v = guide_view(b->g);   /* its own rows */
     }
@@ -335,6 +341,46 @@ static int sk_fork(const skv_policy *src, skv_policy *dst) {
 fail:
     sk_free(dst);
     return -1;
+}
+
+/* ---- speculative decoding: the guide drafts (policy.h spec_*) ---- */
+
+static int sk_spec_enable(skv_policy *p, int kmax) {
+    skv_state_smallkv *s = p->st;
+    const skv_smallkv_opts *o = p->opts;
+    if (!s->g) return skv_error("smallkv: no SLM to draft with");
+    if (s->onl)
+        return skv_error("smallkv: online head matching changes the policy mid-sequence; speculative decoding needs "
+                         "the mapping from a profile");
+    if (skv_slm_guide_spec_enable(s->g, kmax, o->score != SKV_SLM_SCORE_NOW)) return skv_error_prefix("smallkv");
+    p->spec_on = true;
+    return 0;
+}
+
+static int sk_spec_draft(skv_policy *p, int first, int k, int *drafts, int (*hook)(int, int, void *), void *user) {
+    skv_state_smallkv *s = p->st;
+    return skv_slm_guide_draft(s->g, first, k, drafts, hook, user);
+}
+
+/* the view the selection and the marginal weights read: drafted row t, or the live rows */
+static int sk_spec_row(skv_policy *p, int t) {
+    skv_state_smallkv *s = p->st;
+    const skv_slm_guide *g = s->g;
+    if (t < 0) {
+        s->v.colsum = (const float *const *)g->colsum;
+        s->v.lastrow = (const float *const *)g->lastrow;
+        return 0;
+    }
+    if (t >= g->pending) return skv_error("smallkv: verify row %d, %d drafted", t, g->pending);
+    s->v.lastrow = (const float *const *)g->lr_set[t];
+    s->v.colsum = (const float *const *)(g->spec_colsum ? g->cs_set[t] : g->colsum);
+    return 0;
+}
+
+static int sk_spec_keep(skv_policy *p, int keep) {
+    skv_state_smallkv *s = p->st;
+    if (skv_slm_guide_spec_keep(s->g, keep)) return -1;
+    return sk_spec_row(p, -1);
 }
 
 static int sk_derive(skv_policy *p, const skv_policy *base) {
@@ -404,13 +450,17 @@ static int sk_init(skv_policy *p, const skv_policy_env *env) {
     p->on_prefill = sk_prefill;
     p->select = sk_select;
     p->on_step = sk_step;
-    p->after_step = sk_after_step;
+    p->after_step = o->mapping == 1 ? sk_after_step : NULL;   /* online matching only */
     p->marginal = sk_marginal;
     p->fork = sk_fork;
     p->derive = sk_derive;
     p->mem = sk_mem;
     p->companion = sk_companion;
     p->head_map = skv_smallkv_map;
+    p->spec_enable = sk_spec_enable;
+    p->spec_draft = sk_spec_draft;
+    p->spec_row = sk_spec_row;
+    p->spec_keep = sk_spec_keep;
     if (!env->llm) return 0;   /* unit tests: the caller attaches a view */
     const skv_model *sm = env->slm, *m = env->llm;
     if (!sm) return skv_error("no SLM given");

@@ -58,6 +58,15 @@ typedef struct skv_slm_guide {
     float **colsum, **lastrow; /* [depth] -> (h, max_ctx): accumulated column sums, this step's row */
     double seconds;            /* wall time in the SLM so far */
     skv_batch *bws;            /* batched steps' workspace, kept by a batch's first guide */
+    int refs;                  /* policies holding it (a verify fork borrows it) */
+    /* drafting (speculative decoding): the SLM runs all run_layers (its every layer) so that
+     * it has logits; each drafted step's rows go to a set of their own until the verify
+     * decides which to keep (pointer swaps, no copies of the rows) */
+    int run_layers;            /* layers each step runs: depth, or all when drafting */
+    int spec_kmax;             /* drafted rows a round holds at most - 1 (0: not drafting) */
+    bool spec_colsum;          /* keep column sums while drafting (score acc / mean read them) */
+    float ***lr_set, ***cs_set;/* [spec_kmax + 1] -> [depth] -> (h, max_ctx) */
+    int pending, pend_n0;      /* drafted rows waiting for the verify, the first one's position */
 } skv_slm_guide;
 
 /* A guide for slm at depth layers. compress in (0, 1): the SLM's cache H2O-compressed to
@@ -76,6 +85,14 @@ skv_slm_guide *skv_slm_guide_fork(const skv_slm_guide *g);
  * dst is compressed, or base ran another model or fewer layers. */
 int skv_slm_guide_take(skv_slm_guide *dst, const skv_slm_guide *base);
 void skv_slm_guide_mem(const skv_slm_guide *g, skv_policy_mem *m);
+/* Drafting (speculative decoding; policy.h spec_*). enable: before any token, a plain
+ * guide only; colsum: keep the column sums (else they are not kept while drafting). draft:
+ * k + 1 steps from first, rows into sets 0..k, proposals into drafts[0..k). keep: sets
+ * keep-1 become the live rows, the SLM's length n0 + keep. -1 + error. */
+int skv_slm_guide_spec_enable(skv_slm_guide *g, int kmax, bool colsum);
+int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts, int (*hook)(int pos, int tok, void *user),
+                        void *user);
+int skv_slm_guide_spec_keep(skv_slm_guide *g, int keep);
 
 /* ---- online head matching (smallkv_online.c) ---- */
 

@@ -2,9 +2,12 @@
  * as the LLM, before it, to its early-stop depth, keeping per layer the attention column
  * sums over its whole history and this step's row, which the selection reads. Plain: a
  * forward state with its own full contiguous cache. Compressed (slm_budget < 1): a session
- * of its own under H2O, exporting every attention row it computes. */
+ * of its own under H2O, exporting every attention row it computes. Drafting (speculative
+ * decoding): the plain guide runs every layer, proposes tokens from its logits and keeps
+ * each drafted step's rows apart until the verify pass says which to keep. */
 #include "smallkv.h"
 #include "runtime/session/session.h"
+#include "runtime/session/sampling.h"
 #include "common/util.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +19,9 @@ skv_slm_guide *skv_slm_guide_new(const skv_model *slm, int depth, int max_ctx, i
     if (!g) return NULL;
     g->m = slm;
     g->depth = depth;
+    g->run_layers = depth;
     g->max_ctx = max_ctx;
+    g->refs = 1;
     const size_t rows = (size_t)slm->cfg.n_head * max_ctx;
     g->colsum = skv_rows_new(depth, rows, "SLM column sums");
     g->lastrow = skv_rows_new(depth, rows, "SLM last rows");
@@ -44,8 +49,21 @@ fail:
     return NULL;
 }
 
+static int spec_enable_at(skv_slm_guide *g, int kmax, bool colsum);
+
+static void spec_sets_free(skv_slm_guide *g) {
+    for (int t = 0; t <= g->spec_kmax; t++) {
+        if (g->lr_set) skv_rows_free(g->lr_set[t], g->depth);
+        if (g->cs_set) skv_rows_free(g->cs_set[t], g->depth);
+    }
+    free(g->lr_set);
+    free(g->cs_set);
+    g->lr_set = g->cs_set = NULL;
+}
+
 void skv_slm_guide_free(skv_slm_guide *g) {
-    if (!g) return;
+    if (!g || --g->refs > 0) return;
+    spec_sets_free(g);
     skv_state_free(g->st);
     skv_session_free(g->sess);
     skv_rows_free(g->colsum, g->depth);
@@ -54,13 +72,24 @@ void skv_slm_guide_free(skv_slm_guide *g) {
     free(g);
 }
 
+/* The forward's per-layer row pointers ([n_layer], NULL past depth): the live column sums
+ * (none while drafting without them) and the given rows. */
+static void row_ptrs(const skv_slm_guide *g, float **rows, float **cs, float **lr) {
+    const bool colsum = !g->spec_kmax || g->spec_colsum;
+    for (int l = 0; l < g->m->cfg.n_layer; l++) {
+        cs[l] = l < g->depth && colsum ? g->colsum[l] : NULL;
+        lr[l] = l < g->depth ? rows[l] : NULL;
+    }
+}
+
 static int run(skv_slm_guide *g, const int *tokens, int T, bool prefill) {
     if (g->sess) {
         int rc = prefill ? skv_session_prefill(g->sess, tokens, T) : skv_session_step(g->sess, tokens[0]);
         return rc ? skv_error_prefix("SLM") : 0;
     }
-    skv_fwd_opts fo = {.logits = SKV_LOGITS_NONE, .n_layers = g->depth, .colsum = g->colsum, .lastrow = g->lastrow};
-    /* colsum / lastrow have depth entries; the forward only reads the first n_layers */
+    float *cs[g->m->cfg.n_layer], *lr[g->m->cfg.n_layer];
+    row_ptrs(g, g->lastrow, cs, lr);
+    skv_fwd_opts fo = {.logits = SKV_LOGITS_NONE, .n_layers = g->run_layers, .colsum = cs, .lastrow = lr};
     for (int t = 0; t < T;) {
         int b = T - t < g->st->T_max ? T - t : g->st->T_max;
         if (skv_forward(g->st, tokens + t, b, &fo)) return skv_error_prefix("SLM");
@@ -100,7 +129,7 @@ int skv_slm_guide_step_batch(skv_slm_guide **gs, const int *tokens, int n) {
     for (int i = 0; i < n; i++) {
         skv_slm_guide *g = gs[i];
         if (g->sess) { sub[nb] = g->sess; tk2[nb++] = tokens[i]; continue; }
-        if (ns > 0 && (g->m != st[0]->m || g->depth != fo[0].n_layers)) {
+        if (g->spec_kmax || (ns > 0 && (g->m != st[0]->m || g->depth != fo[0].n_layers))) {
             if (run(g, &tokens[i], 1, false)) return skv_error_prefix("batch entry %d", i);
             continue;
         }
@@ -127,8 +156,11 @@ skv_slm_guide *skv_slm_guide_fork(const skv_slm_guide *g) {
     const skv_config *sc = &g->m->cfg;
     f->m = g->m;
     f->depth = g->depth;
+    f->run_layers = g->run_layers;
     f->max_ctx = g->max_ctx;
     f->seconds = g->seconds;
+    f->refs = 1;
+    if (g->pending) { skv_error("SLM guide: fork with drafted rows pending"); goto fail; }
     const size_t rows = (size_t)sc->n_head * g->max_ctx;
     f->colsum = skv_rows_copy(g->colsum, g->depth, rows, "SLM column sums");
     f->lastrow = skv_rows_copy(g->lastrow, g->depth, rows, "SLM last rows");
@@ -140,10 +172,11 @@ skv_slm_guide *skv_slm_guide_fork(const skv_slm_guide *g) {
         if (!(f->st = skv_state_new(g->m, g->st->S_cap, g->st->T_max, g->st->kv_f16))) goto fail;
         f->st->n_past = g->st->n_past;
         const size_t per = (size_t)sc->n_kv_head * g->st->S_cap * sc->head_dim * (g->st->kv_f16 ? 2 : 4);
-        for (int l = 0; l < g->depth; l++) {
+        for (int l = 0; l < g->run_layers; l++) {
             memcpy(f->st->k[l], g->st->k[l], per);
             memcpy(f->st->v[l], g->st->v[l], per);
         }
+        if (g->spec_kmax && spec_enable_at(f, g->spec_kmax, g->spec_colsum)) goto fail;
     }
     return f;
 fail:
@@ -153,15 +186,17 @@ fail:
 
 int skv_slm_guide_take(skv_slm_guide *dst, const skv_slm_guide *base) {
     if (dst->sess) return skv_error("a compressed SLM cache prefills itself");
-    if (!base || !base->st || base->m != dst->m || dst->depth > base->depth)
-        return skv_error("the base ran %s SLM layers, %d needed", base ? "fewer or other" : "no", dst->depth);
+    if (!base || !base->st || base->m != dst->m || dst->run_layers > base->run_layers)
+        return skv_error("the base ran %s SLM layers, %d needed", base ? "fewer or other" : "no", dst->run_layers);
     const skv_config *sc = &dst->m->cfg;
     dst->st->n_past = base->st->n_past;
     const size_t per = (size_t)sc->n_kv_head * base->st->S_cap * sc->head_dim * (base->st->kv_f16 ? 2 : 4);
     const size_t srows = (size_t)sc->n_head * dst->max_ctx * sizeof(float);
-    for (int l = 0; l < dst->depth; l++) {
+    for (int l = 0; l < dst->run_layers; l++) {
         memcpy(dst->st->k[l], base->st->k[l], per);
         memcpy(dst->st->v[l], base->st->v[l], per);
+    }
+    for (int l = 0; l < dst->depth; l++) {
         memcpy(dst->colsum[l], base->colsum[l], srows);
         memcpy(dst->lastrow[l], base->lastrow[l], srows);
     }
@@ -177,8 +212,101 @@ void skv_slm_guide_mem(const skv_slm_guide *g, skv_policy_mem *m) {
         m->cache_bytes = r.hot_used + r.cold_used;
     } else {
         const size_t esz = g->st->kv_f16 ? 2 : 4;
-        m->cache_bytes = (size_t)g->depth * sc->n_kv_head * (size_t)g->st->n_past * 2 * sc->head_dim * esz;
+        m->cache_bytes = (size_t)g->run_layers * sc->n_kv_head * (size_t)g->st->n_past * 2 * sc->head_dim * esz;
     }
-    m->score_bytes = 2 * (size_t)g->depth * sc->n_head * g->max_ctx * sizeof(float);
+    const int sets = 2 + (g->spec_kmax ? (g->spec_kmax + 1) * (g->spec_colsum ? 2 : 1) : 0);
+    m->score_bytes = (size_t)sets * g->depth * sc->n_head * g->max_ctx * sizeof(float);
     m->seconds = g->seconds;
+}
+
+/* ------------------------------------------------------------------ drafting */
+
+/* Row sets for drafts of up to kmax tokens (kmax + 1 rows a round); the SLM runs every
+ * layer from now on. Used by enable and by a fork of a drafting guide. */
+static int spec_enable_at(skv_slm_guide *g, int kmax, bool colsum) {
+    const size_t rows = (size_t)g->m->cfg.n_head * g->max_ctx;
+    spec_sets_free(g);
+    g->spec_kmax = kmax;
+    g->spec_colsum = colsum;
+    g->lr_set = skv_calloc((size_t)kmax + 1, sizeof(float **), "drafted SLM rows");
+    g->cs_set = colsum ? skv_calloc((size_t)kmax + 1, sizeof(float **), "drafted SLM column sums") : NULL;
+    if (!g->lr_set || (colsum && !g->cs_set)) goto fail;
+    /* calloc'd rows: pages are only touched up to the positions a draft reaches */
+    for (int t = 0; t <= kmax; t++) {
+        if (!(g->lr_set[t] = skv_rows_new(g->depth, rows, "drafted SLM rows"))) goto fail;
+        if (colsum && !(g->cs_set[t] = skv_rows_new(g->depth, rows, "drafted SLM column sums"))) goto fail;
+    }
+    g->run_layers = g->m->cfg.n_layer;
+    return 0;
+fail:
+    spec_sets_free(g);
+    g->spec_kmax = 0;
+    return -1;
+}
+
+int skv_slm_guide_spec_enable(skv_slm_guide *g, int kmax, bool colsum) {
+    if (g->sess) return skv_error("a compressed SLM cache (slm_budget < 1) cannot draft (its H2O state does not roll back)");
+    if (g->st->n_past > 0) return skv_error("drafting must be enabled before the SLM's first token");
+    if (kmax < 1) return skv_error("drafting: %d tokens a round", kmax);
+    return spec_enable_at(g, kmax, colsum);
+}
+
+int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts, int (*hook)(int pos, int tok, void *user),
+                        void *user) {
+    if (!g->spec_kmax) return skv_error("SLM guide: drafting is not enabled");
+    if (k < 0 || k > g->spec_kmax) return skv_error("SLM guide: %d drafts (0..%d)", k, g->spec_kmax);
+    if (g->pending) return skv_error("SLM guide: the rows of an earlier draft are still pending");
+    const int L = g->m->cfg.n_layer, V = g->m->cfg.vocab, H = g->m->cfg.n_head, n0 = g->st->n_past;
+    if (n0 + k + 1 > g->max_ctx) return skv_error("SLM guide: %d + %d tokens exceed the context of %d", n0, k + 1, g->max_ctx);
+    const double t0 = skv_now();
+    float *cs[L], *lr[L];
+    int tok = first;
+    for (int t = 0; t <= k; t++) {
+        row_ptrs(g, g->lr_set[t], cs, lr);
+        /* the last step only supplies rows for the verify: no LM head */
+        skv_fwd_opts fo = {.logits = t < k ? SKV_LOGITS_LAST : SKV_LOGITS_NONE, .n_layers = L, .colsum = cs, .lastrow = lr};
+        if (skv_forward(g->st, &tok, 1, &fo)) {
+            g->st->n_past = n0;
+            return skv_error_prefix("SLM draft");
+        }
+        if (g->spec_colsum)
+            for (int l = 0; l < g->depth; l++)
+                for (int h = 0; h < H; h++)
+                    memcpy(g->cs_set[t][l] + (size_t)h * g->max_ctx, g->colsum[l] + (size_t)h * g->max_ctx,
+                           (size_t)(n0 + t + 1) * sizeof(float));
+        if (t < k) {
+            int d = skv_argmax(g->st->logits, V);
+            if (hook) d = hook(n0 + 1 + t, d, user);
+            drafts[t] = tok = d;
+        }
+    }
+    g->pending = k + 1;
+    g->pend_n0 = n0;
+    g->seconds += skv_now() - t0;
+    return 0;
+}
+
+int skv_slm_guide_spec_keep(skv_slm_guide *g, int keep) {
+    if (keep < 1 || keep > g->pending) return skv_error("SLM guide: keep %d of %d drafted rows", keep, g->pending);
+    const int H = g->m->cfg.n_head, n = g->pend_n0 + keep;
+    /* the kept row's set becomes the live one; the live buffers join the sets */
+    for (int l = 0; l < g->depth; l++) {
+        float *x = g->lastrow[l];
+        g->lastrow[l] = g->lr_set[keep - 1][l];
+        g->lr_set[keep - 1][l] = x;
+        if (!g->spec_colsum) continue;
+        x = g->colsum[l];
+        g->colsum[l] = g->cs_set[keep - 1][l];
+        g->cs_set[keep - 1][l] = x;
+        /* the set held copies up to its row only; later steps add at positions >= n, which
+         * earlier rounds may have left non-zero in this buffer (below pend_n0 + kmax + 1) */
+        int hi = g->pend_n0 + g->spec_kmax + 1;
+        if (hi > g->max_ctx) hi = g->max_ctx;
+        if (hi > n)
+            for (int h = 0; h < H; h++)
+                memset(g->colsum[l] + (size_t)h * g->max_ctx + n, 0, (size_t)(hi - n) * sizeof(float));
+    }
+    g->st->n_past = n;
+    g->pending = 0;
+    return 0;
 }

@@ -232,7 +232,11 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
         const skv_config *c = &s->m->cfg;
         const size_t qs = (size_t)c->n_head * c->head_dim, ks = (size_t)c->n_kv_head * c->head_dim;
         for (int t = 0; t < T; t++) {
-            if (s->in_verify) s->n_sel = pos0 + t;   /* what a step at this position sees */
+            if (s->in_verify) {
+                s->n_sel = pos0 + t;   /* what a step at this position sees */
+                /* a drafting policy reads the rows its companion had at this position */
+                if (s->pol->spec_on && s->pol->spec_row(s->pol, pos0 + t - s->n)) return -1;
+            }
             if (decode_layer(s, layer, q + t * qs, k + t * ks, v + t * ks, pos0 + t, out + t * qs)) return -1;
         }
         return 0;
@@ -527,6 +531,7 @@ int skv_session_verify(skv_session *s, const int *tokens, int T) {
     s->in_verify = true;
     int rc = skv_forward(s->st, tokens, T, &fo);
     s->in_verify = false;
+    if (s->pol->spec_on && s->pol->spec_row(s->pol, -1)) rc = -1;
     if (rc) { s->n_sel = s->n; return -1; }
     s->n += T;
     s->n_sel = s->n;
@@ -534,7 +539,10 @@ int skv_session_verify(skv_session *s, const int *tokens, int T) {
 }
 
 bool skv_session_verify_ok(const skv_session *s) {
-    return !s->pol->before_forward && !s->pol->after_step && !s->x_colsum && !s->o.n_layers && !s->o.prefill_base;
+    /* a policy that runs its companion before each token qualifies once that companion drafts
+     * (its rows for every verified position are then ready) */
+    return (!s->pol->before_forward || s->pol->spec_on) && !s->pol->after_step && !s->x_colsum && !s->o.n_layers &&
+           !s->o.prefill_base;
 }
 
 int skv_session_verify_max(const skv_session *s) {
