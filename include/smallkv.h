@@ -76,8 +76,11 @@ typedef struct {
     int draft;             /* speculative decoding in smallkv_generate: the pair's SLM drafts up
                               to this many tokens greedily and the LLM checks them in one pass;
                               the tokens are those of plain greedy decoding, exactly. 0: off.
-                              Needs an SLM and the CPU; any policy but one that runs work of
-                              its own around each token (smallkv: refused) */
+                              Needs an SLM and the CPU. With policy smallkv the SLM that picks
+                              the hot set drafts in that same pass (a profile's mapping, its
+                              full cache); online matching and slm_budget < 1 are refused */
+    int draft_adapt;       /* 1: draft is the most a round drafts; each round drafts 2 more after
+                              every draft was accepted, 1 fewer after a rejection (at least 1) */
 } smallkv_options;
 
 void smallkv_options_default(smallkv_options *o);

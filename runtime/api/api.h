@@ -32,6 +32,7 @@ struct smallkv_session {
     int has_logits;
     /* speculative decoding (speculate.c), when draft > 0 */
     int draft;
+    int draft_adapt, draft_cur;   /* adaptive: the next round's draft length */
     skv_session *drafter;     /* the SLM over the same tokens, policy full */
     int *hist; int hist_n;    /* every token in the LLM's sequence (hist_n = its length) */
     int spec_passes, spec_drafted, spec_accepted;

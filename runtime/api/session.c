@@ -66,6 +66,7 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
         return s;
     }
     if (!(s->s = skv_session_new(p->llm, &so))) goto fail;
+    s->draft_adapt = o.draft_adapt != 0;
     if (api_spec_init(s, &so, o.draft)) {
         skv_session_free(s->s);
         goto fail;

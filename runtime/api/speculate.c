@@ -51,7 +51,7 @@ int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K) {
                          "own before or after each token, which a verify pass does not replay exactly)", K,
                          so->pol.desc->name);
     if (!(s->hist = skv_malloc((size_t)so->max_ctx * sizeof(int), "draft history"))) return -1;
-    s->draft = K;
+    s->draft = s->draft_cur = K;
     if (pol->spec_on) return 0;
     skv_session_opts d = *so;
     if (skv_policy_spec_default("full", &d.pol)) return -1;
@@ -84,6 +84,8 @@ int api_spec_fork(smallkv_session *dst, const smallkv_session *src) {
     memcpy(dst->hist, src->hist, (size_t)src->hist_n * sizeof(int));
     dst->hist_n = src->hist_n;
     dst->draft = src->draft;
+    dst->draft_adapt = src->draft_adapt;
+    dst->draft_cur = src->draft_cur;
     if (!src->drafter) return 0;   /* the policy drafts: forked with the LLM's session */
     if (src->drafter->n > 0 && !(dst->drafter = skv_session_fork(src->drafter))) return -1;
     if (!dst->drafter) {
@@ -140,7 +142,7 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
         if (api_emit_token(s, next, cb, user, &produced) || produced == max_tokens) break;
         const int n0 = s->s->n;
         if (n0 >= cap) return skv_error("the context of %d tokens is full", cap);
-        int k = K;
+        int k = s->draft_adapt ? s->draft_cur : K;
         if (k > max_tokens - produced) k = max_tokens - produced;
         if (k > cap - n0 - 1) k = cap - n0 - 1;
         if (k < 1) {   /* nothing to draft: a plain step */
@@ -167,6 +169,8 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
         int j = 0;
         while (j < k && skv_argmax(lg + (size_t)j * V, V) == tok[j + 1]) j++;
         s->spec_accepted += j;
+        /* adaptive length: longer after a round wholly accepted, shorter after a rejection */
+        if (s->draft_adapt) s->draft_cur = j == k ? (k + 2 < K ? k + 2 : K) : (k > 1 ? k - 1 : 1);
         /* emit d1..dj as plain decoding would; keep = rows plain decoding would have stepped */
         int keep = 1, done = 0;
         for (int i = 1; i <= j; i++) {
