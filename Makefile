@@ -350,7 +350,7 @@ QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM
 # and made the SLM's step 1.3x slower (10.8 vs 8.1 ms); run it on an otherwise idle machine
 QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 
-.PHONY: eval-retrieval eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
+.PHONY: eval-spec eval-retrieval eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
 eval-quick: $(SKV)
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -366,6 +366,16 @@ RETRIEVAL_POLICIES ?= full,streamingllm,h2o,snapkv,snapkv:decode=evict,quest,ora
 eval-retrieval: $(SKV)
 	@mkdir -p results
 	$(QUICK) fidelity --budgets 0.1,0.2 --policies $(RETRIEVAL_POLICIES) --batch 16 -o results/smol-retrieval.json
+
+# speculative decoding (scripts/spec-bench.sh, docs/performance.md): the plain full cache
+# and SmallKV at 20 %, each with the SLM drafting 2 / 4 / 6 tokens and adaptively up to 6;
+# greedy text checked identical to plain decoding; run on an otherwise idle machine
+eval-spec: $(SKV)
+	@mkdir -p results
+	SPEC_KS="2 4 6 a6" scripts/spec-bench.sh > results/spec-full.txt.tmp && mv results/spec-full.txt.tmp results/spec-full.txt
+	SPEC_POLICY=smallkv SPEC_BUDGET=0.2 SPEC_KS="2 4 6 a6" scripts/spec-bench.sh > results/spec-smallkv.txt.tmp && \
+	  mv results/spec-smallkv.txt.tmp results/spec-smallkv.txt
+	@cat results/spec-full.txt results/spec-smallkv.txt
 
 eval: eval-fidelity eval-ablation eval-passkey eval-speed eval-gsm8k eval-bbh eval-report
 # the 1535-step protocol (N = 2048, P = 512), one document per corpus, every policy and budget

@@ -4,7 +4,8 @@
 # tokens with --draft 0 (plain), 2, 4, 6; prints decode tokens/s, the ratio to plain decoding,
 # LLM passes per token, draft acceptance and mean accepted length, and checks that every
 # draft run printed the same text as the plain run. docs/performance.md, "Speculative decoding".
-# Environment: OMP_NUM_THREADS (default 2), SPEC_N (128), SPEC_KS ("2 4 6"), SPEC_POLICY (full),
+# Environment: OMP_NUM_THREADS (default 2), SPEC_N (128), SPEC_KS ("2 4 6"; aK = --draft K
+# --draft-adapt), SPEC_POLICY (full),
 # SPEC_BUDGET (1; e.g. SPEC_POLICY=h2o SPEC_BUDGET=0.2), SPEC_PROMPTS ("he0 he10 gsm0").
 # A policy that runs the SLM itself (smallkv) gets it and the pair's profile in every run,
 # drafts with that same SLM pass, and is also compared with plain full-cache decoding
@@ -33,6 +34,7 @@ for i in (0, 10):
 g = [json.loads(l) for l in open('../shared/data/gsm8k/test.jsonl')]
 open(f'{d}/gsm0.txt', 'w').write(g[0]['question'])
 PY
+echo "# spec-bench: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo -dirty), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, policy $POLICY budget $BUDGET, $N tokens"
 printf '%-14s %5s %9s %7s %8s %12s %10s %12s %s\n' prompt K tok/s ratio vs_full passes/tok accepted mean_acc same
 for p in $PROMPTS; do
     chat=""; [ $p = gsm0 ] && chat="--chat"
@@ -44,8 +46,9 @@ for p in $PROMPTS; do
         full=$(sed -n 's/.*decode [0-9]* steps in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$tmp/$p.full.err")
     fi
     for k in 0 $KS; do
-        pair=(--slm $SLM --draft $k); [ $k = 0 ] && pair=()
-        [ ${#own[@]} -gt 0 ] && pair=("${own[@]}" --draft $k)
+        dk=(--draft ${k#a}); [[ $k == a* ]] && dk+=(--draft-adapt)
+        pair=(--slm $SLM "${dk[@]}"); [ $k = 0 ] && pair=()
+        [ ${#own[@]} -gt 0 ] && pair=("${own[@]}" "${dk[@]}")
         build/bin/smallkv generate --llm $LLM "${pair[@]}" --policy $POLICY --budget $BUDGET $chat --prompt "$(cat $tmp/$p.txt)" \
             -n $N --stats >"$tmp/$p.$k.out" 2>"$tmp/$p.$k.err"
         tps=$(sed -n 's/.*decode [0-9]* steps in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$tmp/$p.$k.err")

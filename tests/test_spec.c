@@ -15,6 +15,7 @@
  *     that picks the hot set drafts in the same pass, each verify row reads the SLM rows of
  *     its own position, and a rejection rolls the SLM's cache and rows back; stops and a
  *     fork of a drafting smallkv session continue identically;
+ *   - an adaptive draft length (draft_adapt) gives the same tokens for full and smallkv;
  *   - refusals: online head matching, a compressed SLM cache, no SLM, too many drafts. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,6 +38,7 @@
 #define NGEN 300
 
 static smallkv_pair *pair, *solo, *prof;   /* prof: the self pair with its profile (smallkv) */
+static int adapt;                          /* sessions draft with draft_adapt */
 
 static int setup(void **st) {
     (void)st;
@@ -67,6 +69,7 @@ static smallkv_session *session_pol(int draft, const char *policy, double budget
     smallkv_options o;
     smallkv_options_default(&o);
     o.draft = draft;
+    o.draft_adapt = adapt && draft > 0;
     o.policy = policy;
     o.budget = budget;
     o.max_ctx = 512;
@@ -197,6 +200,14 @@ static void test_identical_snapkv(void **st) { (void)st; identical(true, "snapkv
 static void test_identical_quest(void **st) { (void)st; identical(true, "quest", 0.3); }
 static void test_identical_smallkv(void **st) { (void)st; identical(true, "smallkv", 0.2); }
 static void test_identical_smallkv_acc(void **st) { (void)st; identical(true, "smallkv:score=acc", 0.2); }
+/* an adaptive draft length changes how many rows a pass verifies, never the tokens */
+static void test_identical_adapt(void **st) {
+    (void)st;
+    adapt = 1;
+    identical(true, "full", 1);
+    identical(true, "smallkv", 0.2);
+    adapt = 0;
+}
 
 /* a callback stop and max_tokens leave plain decoding's state: a second generate continues
  * identically; a fork of a drafting session drafts too */
@@ -269,6 +280,7 @@ int main(void) {
         cmocka_unit_test(test_identical_quest),
         cmocka_unit_test(test_identical_smallkv),
         cmocka_unit_test(test_identical_smallkv_acc),
+        cmocka_unit_test(test_identical_adapt),
         cmocka_unit_test(test_stops),
         cmocka_unit_test(test_stops_smallkv),
         cmocka_unit_test(test_refusals),

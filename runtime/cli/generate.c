@@ -81,6 +81,8 @@ static void print_stats(const smallkv_session *s, const smallkv_session *ctx_ses
             st.length, h, st.full_bytes ? 100.0 * st.hot_bytes / st.full_bytes : 0, f, st.hot_tokens, c);
     if (st.slm_weight_bytes)
         fprintf(stderr, "[stats] SLM weights %s, SLM KV %s, SLM scores %s; restores from cold %d\n", w, sc, ss, st.restores);
+    else if (st.restores)
+        fprintf(stderr, "[stats] restores from cold %d\n", st.restores);
     if (ctx_sess) {
         smallkv_get_stats(ctx_sess, &cs);
         fprintf(stderr, "[stats] context prefill %d tokens in %.2f s (%.1f tok/s)\n", cs.prefill_tokens,
