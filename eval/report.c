@@ -3,10 +3,14 @@
  *   fidelity / calibration  steps-weighted mean KL, top-1 and NLL (ppl = exp(mean NLL)),
  *                           mean over documents of the per-document p95 KL;
  *   passkey / gsm8k / bbh   accuracy = correct / units.
+ * With 95 % intervals (bootstrap.h): percentile bootstrap (2000 replicates, fixed seed) of the
+ * mean KL over documents (steps-weighted) and of an accuracy's difference from the full
+ * cache's on the same units (paired); Wilson's interval of an accuracy.
  * Every section lists the commands and commits that produced its records. SVGs are written
  * next to the Markdown file: <base>-fidelity-<corpus>.svg, <base>-passkey.svg. */
 #include "runtime/cli/cli.h"
 #include "store.h"
+#include "bootstrap.h"
 #include "common/util.h"
 #include <cJSON.h>
 #include <ctype.h>
@@ -24,6 +28,8 @@ typedef struct {
     double budget;
     double steps, kl, p95, top1, nll, nll_full, agree, agree_full, hot, cold, slmc, sps, slm_sps;
     int docs, n, correct, n_agree, n_sps;
+    /* per unit, for the intervals: its key (the record's unit as JSON), value and weight */
+    char **ukey; double *ux, *uw; int un, ucap;
 } cell;
 
 typedef struct { cell *c; int n, cap; } cells;
@@ -64,6 +70,78 @@ static cell *get(cells *cs, const char *task, const char *group, const char *pol
     snprintf(c->policy, sizeof c->policy, "%s", policy);
     c->budget = budget;
     return c;
+}
+
+static int add_unit(cell *c, const cJSON *unit, double x, double w) {
+    if (c->un == c->ucap) {
+        int nc = c->ucap ? c->ucap * 2 : 16;
+        char **k = realloc(c->ukey, (size_t)nc * sizeof *k);
+        if (k) c->ukey = k;
+        double *a = realloc(c->ux, (size_t)nc * sizeof *a);
+        if (a) c->ux = a;
+        double *b = realloc(c->uw, (size_t)nc * sizeof *b);
+        if (b) c->uw = b;
+        if (!k || !a || !b) return skv_error("report: out of memory");
+        c->ucap = nc;
+    }
+    char *key = cJSON_PrintUnformatted(unit);
+    if (!key) return skv_error("report: out of memory");
+    c->ukey[c->un] = key;
+    c->ux[c->un] = x;
+    c->uw[c->un] = w;
+    c->un++;
+    return 0;
+}
+
+static void cells_free(cells *cs) {
+    for (int i = 0; i < cs->n; i++) {
+        for (int j = 0; j < cs->c[i].un; j++) cJSON_free(cs->c[i].ukey[j]);
+        free(cs->c[i].ukey); free(cs->c[i].ux); free(cs->c[i].uw);
+    }
+    free(cs->c);
+}
+
+#define CI_REPS 2000
+#define CI_SEED 0x5EEDULL
+
+/* "lo-hi" of a cell's units (scale: 100 for percentages), or "-" with fewer than 2 */
+static void ci_str(char *buf, size_t n, const cell *c, double scale, const char *fmt) {
+    double lo, hi;
+    if (c->un < 2 || skv_bootstrap_ci(c->ux, c->uw, c->un, CI_REPS, 0.05, CI_SEED, &lo, &hi)) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    char a[24], b[24];
+    snprintf(a, sizeof a, fmt, scale * lo);
+    snprintf(b, sizeof b, fmt, scale * hi);
+    snprintf(buf, n, "%.23s - %.23s", a, b);
+}
+
+/* the accuracy difference from the reference cell on the units both have: "+d [lo, hi]"
+ * in percentage points, paired bootstrap; "-" without a reference or shared units */
+static void diff_str(char *buf, size_t n, const cell *c, const cell *ref) {
+    snprintf(buf, n, "-");
+    if (!ref || ref == c) return;
+    double *d = malloc((size_t)(c->un ? c->un : 1) * sizeof *d);
+    if (!d) return;
+    int m = 0;
+    for (int i = 0; i < c->un; i++)
+        for (int j = 0; j < ref->un; j++)
+            if (!strcmp(c->ukey[i], ref->ukey[j])) { d[m++] = c->ux[i] - ref->ux[j]; break; }
+    double lo, hi, mean = 0;
+    for (int i = 0; i < m; i++) mean += d[i];
+    if (m >= 2 && !skv_bootstrap_ci(d, NULL, m, CI_REPS, 0.05, CI_SEED, &lo, &hi))
+        snprintf(buf, n, "%+.1f [%+.1f, %+.1f]%s", 100 * mean / m, 100 * lo, 100 * hi,
+                 lo <= 0 && hi >= 0 ? " inside" : "");
+    free(d);
+}
+
+/* the full cache's cell of the same task and group (the reference of the differences) */
+static const cell *full_of(const cells *cs, const cell *c) {
+    for (int i = 0; i < cs->n; i++)
+        if (!strcmp(cs->c[i].task, c->task) && !strcmp(cs->c[i].group, c->group) && !strcmp(cs->c[i].policy, "full"))
+            return &cs->c[i];
+    return NULL;
 }
 
 static int cmp_cell(const void *a, const void *b) {
@@ -250,12 +328,13 @@ int cmd_eval_report(int argc, char **argv) {
         else if (!strcmp(task, "passkey")) snprintf(group, sizeof group, "%s", llm);
         else snprintf(group, sizeof group, "%s, %s", llm, jstr(u, "subset"));
         cell *c = get(&cs, task, group, jstr(r, "policy"), jnum(r, "budget"));
-        if (!c) { skv_store_free(all); free(cs.c); return cli_fail("report"); }
+        if (!c) { skv_store_free(all); cells_free(&cs); return cli_fail("report"); }
         c->n++;
         if (!isnan(jnum(m, "steps"))) {
             double st = jnum(m, "steps");
             c->steps += st; c->docs++;
             c->kl += st * jnum(m, "kl_mean");
+            if (add_unit(c, u, jnum(m, "kl_mean"), st)) { skv_store_free(all); cells_free(&cs); return cli_fail(NULL); }
             c->p95 += jnum(m, "kl_p95");
             c->top1 += st * jnum(m, "top1");
             c->nll += st * jnum(m, "nll_mean");
@@ -272,19 +351,25 @@ int cmd_eval_report(int argc, char **argv) {
             }
             if (!isnan(jnum(m, "map_agreement"))) { c->agree += jnum(m, "map_agreement"); c->agree_full += jnum(m, "map_agreement_full"); c->n_agree++; }
         } else {
-            c->correct += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "correct"));
+            const int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "correct"));
+            c->correct += ok;
+            if (add_unit(c, u, ok, 1)) { skv_store_free(all); cells_free(&cs); return cli_fail(NULL); }
             double h = jnum(mem, "hot_bytes");
             if (!isnan(h)) c->hot += h;
         }
     }
     qsort(cs.c, (size_t)cs.n, sizeof *cs.c, cmp_cell);
     FILE *f = fopen(out, "w");
-    if (!f) { skv_store_free(all); free(cs.c); skv_error("%s: cannot write", out); return cli_fail(NULL); }
+    if (!f) { skv_store_free(all); cells_free(&cs); skv_error("%s: cannot write", out); return cli_fail(NULL); }
     char base[4096];
     snprintf(base, sizeof base, "%s", out);
     char *dot = strrchr(base, '.');
     if (dot && !strchr(dot, '/')) *dot = 0;
     fprintf(f, "<!-- generated by smallkv eval report from %d records -->\n\n", skv_store_count(all));
+    fprintf(f, "Intervals: 95 %%. KL: percentile bootstrap (%d replicates) over documents, steps-weighted; "
+               "accuracy: Wilson score interval; \"vs full\": accuracy minus the full cache's on the same units in "
+               "points, paired bootstrap; \"inside\": that interval holds 0, so this sample does not tell the two "
+               "apart.\n\n", CI_REPS);
     const char *tasks[] = {"fidelity", "calibration", "passkey", "gsm8k", "bbh"};
     for (int t = 0; t < 5; t++) {
         int any = 0;
@@ -301,9 +386,9 @@ int cmd_eval_report(int argc, char **argv) {
                 last_group = c->group;
                 if (fid) {
                     fprintf(f, "\n**%s** (%s)\n\n", c->group, t == 1 ? "profile vs online mapping" : "teacher-forced");
-                    fprintf(f, "| policy | budget | docs | steps | mean KL | p95 KL | top-1 | ppl | ppl / full | hot KiB | cold KiB | "
-                               "SLM cache KiB | s/step | SLM share |%s\n", t == 1 ? " map agreement (restricted / full) |" : "");
-                    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", t == 1 ? "---:|" : "");
+                    fprintf(f, "| policy | budget | docs | steps | mean KL | KL 95%% CI | p95 KL | top-1 | ppl | ppl / full | hot KiB | "
+                               "cold KiB | SLM cache KiB | s/step | SLM share |%s\n", t == 1 ? " map agreement (restricted / full) |" : "");
+                    fprintf(f, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", t == 1 ? "---:|" : "");
                     char svg[4400], gname[192];
                     group_file_name(gname, sizeof gname, c->group);
                     snprintf(svg, sizeof svg, "%s-%s-%s.svg", base, tasks[t], gname);
@@ -313,14 +398,17 @@ int cmd_eval_report(int argc, char **argv) {
                         /* table first, plot link after it: remember to print the link below */
                     }
                 } else {
-                    fprintf(f, "\n**%s**\n\n| policy | budget | n | accuracy | hot KiB (mean) |\n|---|---:|---:|---:|---:|\n", c->group);
+                    fprintf(f, "\n**%s**\n\n| policy | budget | n | accuracy | 95%% CI | vs full [95%% CI] | hot KiB (mean) |\n"
+                               "|---|---:|---:|---:|---:|---:|---:|\n", c->group);
                 }
             }
             if (fid) {
                 double st = c->steps > 0 ? c->steps : 1;
                 const double nd = c->docs ? c->docs : 1;
-                fprintf(f, "| %s | %g | %d | %.0f | %.4f | %.4f | %.1f%% | %.3f | %.4f | %.0f | %.0f | %.0f |", c->policy, c->budget, c->docs,
-                        c->steps, c->kl / st, c->p95 / nd, 100 * c->top1 / st, exp(c->nll / st), exp((c->nll - c->nll_full) / st),
+                char ci[64];
+                ci_str(ci, sizeof ci, c, 1, "%.4f");
+                fprintf(f, "| %s | %g | %d | %.0f | %.4f | %s | %.4f | %.1f%% | %.3f | %.4f | %.0f | %.0f | %.0f |", c->policy, c->budget,
+                        c->docs, c->steps, c->kl / st, ci, c->p95 / nd, 100 * c->top1 / st, exp(c->nll / st), exp((c->nll - c->nll_full) / st),
                         c->hot / nd / 1024, c->cold / nd / 1024, c->slmc / nd / 1024);
                 /* time only from runs that stepped cell by cell; batched runs show - */
                 if (c->n_sps) fprintf(f, " %.3f |", c->sps / c->n_sps);
@@ -338,8 +426,13 @@ int cmd_eval_report(int argc, char **argv) {
                     fprintf(f, "\n![%s %s](%s-%s-%s.svg)\n", tasks[t], c->group, base_name(base), tasks[t], gname);
                 }
             } else {
-                fprintf(f, "| %s | %g | %d | %.1f%% (%d/%d) | %.0f |\n", c->policy, c->budget, c->n, 100.0 * c->correct / c->n, c->correct, c->n,
-                        c->hot / c->n / 1024);
+                char ci[64], dv[96];
+                double wl, wh;
+                skv_wilson_ci(c->correct, c->n, &wl, &wh);
+                snprintf(ci, sizeof ci, "%.1f%% - %.1f%%", 100 * wl, 100 * wh);
+                diff_str(dv, sizeof dv, c, full_of(&cs, c));
+                fprintf(f, "| %s | %g | %d | %.1f%% (%d/%d) | %s | %s | %.0f |\n", c->policy, c->budget, c->n, 100.0 * c->correct / c->n,
+                        c->correct, c->n, ci, dv, c->hot / c->n / 1024);
             }
         }
         if (t == 2) {
@@ -355,6 +448,6 @@ int cmd_eval_report(int argc, char **argv) {
     fclose(f);
     fprintf(stderr, "wrote %s\n", out);
     skv_store_free(all);
-    free(cs.c);
+    cells_free(&cs);
     return CLI_OK;
 }

@@ -1,5 +1,7 @@
 /* test_eval.c: the evaluation harness (runtime/eval_*.c, runtime/cli/eval*.c):
  *   - KL / top-1 / perplexity on hand-made distributions, the p95 quantile;
+ *   - bootstrap intervals: constant data, a 50 % accuracy over 100 units, weights, the
+ *     same interval for the same seed, bad arguments refused; Wilson intervals;
  *   - answer extraction and exact match (gsm8k, bbh, passkey);
  *   - the results store: add, replace, atomic save, reload;
  *   - policy specs parse into canonical labels, bad modifiers are refused;
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/wait.h>
+#include "eval/bootstrap.h"
 #include "eval/data.h"
 #include "eval/metrics.h"
 #include "eval/runner.h"
@@ -69,6 +72,32 @@ static void test_kl_math(void **st) {
     assert_true(skv_quantile(v, 100, 0.95) == 95);
     assert_true(skv_quantile(v, 100, 1.0) == 100);
     assert_true(skv_quantile(v, 0, 0.95) == 0);
+}
+
+static void test_bootstrap(void **st) {
+    (void)st;
+    double x[100], lo, hi, lo2, hi2;
+    for (int i = 0; i < 100; i++) x[i] = 0.25;
+    assert_int_equal(skv_bootstrap_ci(x, NULL, 100, 500, 0.05, 1, &lo, &hi), 0);
+    assert_true(lo == 0.25 && hi == 0.25);
+    for (int i = 0; i < 100; i++) x[i] = i % 2;   /* 50 of 100 correct: about +-0.1 */
+    assert_int_equal(skv_bootstrap_ci(x, NULL, 100, 2000, 0.05, 7, &lo, &hi), 0);
+    assert_true(lo > 0.35 && lo < 0.45 && hi > 0.55 && hi < 0.65);
+    assert_int_equal(skv_bootstrap_ci(x, NULL, 100, 2000, 0.05, 7, &lo2, &hi2), 0);
+    assert_true(lo == lo2 && hi == hi2);
+    /* weighted: a 3-weight 0 and a 1-weight 1; replicates are 0, 0.25 or 1 */
+    double y[2] = {0, 1}, w[2] = {3, 1};
+    assert_int_equal(skv_bootstrap_ci(y, w, 2, 1000, 0.05, 3, &lo, &hi), 0);
+    assert_true(lo == 0 && hi == 1);
+    assert_int_equal(skv_bootstrap_ci(y, w, 1, 1000, 0.05, 3, &lo, &hi), 0);   /* one item: the point */
+    assert_true(lo == 0 && hi == 0);
+    assert_int_equal(skv_bootstrap_ci(y, w, 2, 5, 0.05, 3, &lo, &hi), -1);
+    assert_int_equal(skv_bootstrap_ci(y, w, 2, 100, 1.5, 3, &lo, &hi), -1);
+    /* Wilson: 0 / 4 still has a width; 50 / 100 about 0.40 - 0.60 */
+    skv_wilson_ci(0, 4, &lo, &hi);
+    assert_true(lo == 0 && hi > 0.45 && hi < 0.52);
+    skv_wilson_ci(50, 100, &lo, &hi);
+    assert_true(fabs(lo - 0.4038) < 1e-3 && fabs(hi - 0.5962) < 1e-3);
 }
 
 static void test_answers(void **st) {
@@ -306,6 +335,22 @@ static void test_resume(void **st) {
     assert_non_null(s);
     assert_int_equal(skv_store_count(s), 3);
     skv_store_free(s);
+    /* the report of those records: the interval columns (one document: no KL interval) */
+    char rep[300];
+    snprintf(rep, sizeof rep, "%s.md", out);
+    snprintf(cmd, sizeof cmd, "%s eval report %s -o %s 2>/dev/null", bin, out, rep);
+    assert_int_equal(system(cmd), 0);
+    size_t len = 0;
+    char *md = skv_read_file(rep, &len);
+    assert_non_null(md);
+    assert_non_null(strstr(md, "| KL 95% CI |"));
+    assert_non_null(strstr(md, "Intervals: 95 %"));
+    assert_non_null(strstr(md, "| h2o | 0.5 | 1 |"));
+    free(md);
+    unlink(rep);
+    snprintf(rep, sizeof rep, "%s-fidelity-", out);   /* the SVG next to it */
+    snprintf(cmd, sizeof cmd, "rm -f %s*.svg", rep);
+    assert_int_equal(system(cmd), 0);
     unlink(out);
 }
 
@@ -360,6 +405,7 @@ static void test_depth_task(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kl_math),
+        cmocka_unit_test(test_bootstrap),
         cmocka_unit_test(test_answers),
         cmocka_unit_test(test_store),
         cmocka_unit_test(test_policy_specs),
