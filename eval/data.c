@@ -58,6 +58,47 @@ static char *pg_essays(const char *dir, size_t *len) {
     return all;
 }
 
+/* LongBench multi_news: every record's "context" (its news passages) in file order, the
+ * dataset's NEWLINE_CHAR markers as newlines, records separated by a blank line. */
+static char *multi_news(const char *path, size_t *len) {
+    size_t n;
+    char *raw = skv_read_file(path, &n);
+    if (!raw) return NULL;
+    char *all = skv_malloc(n + 1, "multi_news corpus");
+    if (!all) { free(raw); return NULL; }
+    size_t total = 0;
+    int recs = 0, line_no = 0;
+    for (char *line = raw, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        line_no++;
+        if (!*line) continue;
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *c = j ? cJSON_GetObjectItemCaseSensitive(j, "context") : NULL;
+        if (!cJSON_IsString(c)) {
+            cJSON_Delete(j);
+            free(raw); free(all);
+            skv_error("%s: line %d is not a record with a \"context\" string", path, line_no);
+            return NULL;
+        }
+        static const char mark[] = " NEWLINE_CHAR ";
+        for (const char *q = c->valuestring; *q;) {
+            if (!strncmp(q, mark, sizeof mark - 1)) { all[total++] = '\n'; q += sizeof mark - 1; continue; }
+            if (!strncmp(q, "NEWLINE_CHAR", 12)) { all[total++] = '\n'; q += 12; continue; }
+            if (total + 3 > n) break;   /* the text only shrinks (a JSON escape is >= its byte) */
+            all[total++] = *q++;
+        }
+        if (total + 2 <= n) { all[total++] = '\n'; all[total++] = '\n'; }
+        recs++;
+        cJSON_Delete(j);
+    }
+    free(raw);
+    if (!recs) { free(all); skv_error("%s: no records", path); return NULL; }
+    all[total] = 0;
+    *len = total;
+    return all;
+}
+
 char *skv_eval_corpus(const char *data_dir, const char *name, size_t *len) {
     char path[4096];
     if (strlen(data_dir) > 3900) { skv_error("data folder path too long"); return NULL; }
@@ -69,7 +110,11 @@ char *skv_eval_corpus(const char *data_dir, const char *name, size_t *len) {
         snprintf(path, sizeof path, "%s/pg-essays", data_dir);
         return pg_essays(path, len);
     }
-    skv_error("unknown corpus '%s' (wikitext2, pg-essays)", name);
+    if (!strcmp(name, "multi_news")) {
+        snprintf(path, sizeof path, "%s/longbench/multi_news.jsonl", data_dir);
+        return multi_news(path, len);
+    }
+    skv_error("unknown corpus '%s' (wikitext2, pg-essays, multi_news)", name);
     return NULL;
 }
 

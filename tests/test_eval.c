@@ -2,7 +2,7 @@
  *   - KL / top-1 / perplexity on hand-made distributions, the p95 quantile;
  *   - bootstrap intervals: constant data, a 50 % accuracy over 100 units, weights, the
  *     same interval for the same seed, bad arguments refused; Wilson intervals;
- *   - answer extraction and exact match (gsm8k, bbh, passkey);
+ *   - answer extraction and exact match (gsm8k, bbh, passkey); the multi_news corpus;
  *   - the results store: add, replace, atomic save, reload;
  *   - policy specs parse into canonical labels, bad modifiers are refused;
  *   - fidelity on a tiny random model: full vs the full-cache reference is exact (KL 0,
@@ -98,6 +98,24 @@ static void test_bootstrap(void **st) {
     assert_true(lo == 0 && hi > 0.45 && hi < 0.52);
     skv_wilson_ci(50, 100, &lo, &hi);
     assert_true(fabs(lo - 0.4038) < 1e-3 && fabs(hi - 0.5962) < 1e-3);
+}
+
+/* the corpora read from the shared data folder; multi_news from its JSON lines */
+static void test_corpora(void **st) {
+    (void)st;
+    if (access(TEST_DATA_DIR "/longbench/multi_news.jsonl", R_OK)) {
+        print_message("needs " TEST_DATA_DIR "/longbench: skipping\n");
+        skip();
+    }
+    size_t n = 0;
+    char *t = skv_eval_corpus(TEST_DATA_DIR, "multi_news", &n);
+    assert_non_null(t);
+    assert_true(n > 1000000 && strlen(t) == n);
+    assert_null(strstr(t, "NEWLINE_CHAR"));
+    assert_non_null(strstr(t, "Passage 1:\nMembers of Occupy Philadelphia"));
+    free(t);
+    assert_null(skv_eval_corpus(TEST_DATA_DIR, "no_such_corpus", &n));
+    assert_non_null(strstr(skv_last_error(), "multi_news"));
 }
 
 static void test_answers(void **st) {
@@ -406,6 +424,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kl_math),
         cmocka_unit_test(test_bootstrap),
+        cmocka_unit_test(test_corpora),
         cmocka_unit_test(test_answers),
         cmocka_unit_test(test_store),
         cmocka_unit_test(test_policy_specs),
