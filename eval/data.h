@@ -17,7 +17,7 @@
 
 /* Tokenise text (no special-token parsing), BOS first when bos. *out heap. Count or -1. */
 int skv_eval_tokenize(const skv_tokenizer *t, const char *text, size_t len, bool bos, int **out);
-/* Corpus text by name ("wikitext2", "pg-essays") under data_dir. Heap, NULL + error. */
+/* Corpus text by name ("wikitext2", "pg-essays", "multi_news") under data_dir. Heap, NULL + error. */
 char *skv_eval_corpus(const char *data_dir, const char *name, size_t *len);
 /* Document idx of N tokens from a corpus. Count (== N) or -1 + error (corpus too short). */
 int skv_eval_document(const skv_tokenizer *t, const char *text, size_t len, int N, int idx, int **out);
