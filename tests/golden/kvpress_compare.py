@@ -113,12 +113,18 @@ LADDER = [
 def run_ours(args):
     os.makedirs(args.work, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    common = ["--llm", os.path.join(args.models, args.gguf), "--policies", ",".join(OURS_POLICIES),
+    common = ["--llm", os.path.join(args.models, args.gguf),
               "--budgets", str(BUDGET), "--kv", "f32", "--threads", "1", "--data", args.data]
+    ours = ["--policies", ",".join(OURS_POLICIES)]
+    fid = ["fidelity", "--corpora", "wikitext2", "--tokens", str(args.tokens), "--prefill", str(args.prefill),
+           "--limit", "1"]
     jobs = {
-        "passkey": ["passkey", "--lengths", "1024", "--depths", "0,25,50,75,100"],
-        "fidelity": ["fidelity", "--corpora", "wikitext2", "--tokens", str(args.tokens),
-                     "--prefill", str(args.prefill), "--limit", "1"],
+        "passkey": ["passkey", "--lengths", "1024", "--depths", "0,25,50,75,100"] + ours,
+        "fidelity": fid + ours,
+        # our streamingllm holds its budget while decoding, kvpress's compresses the prefill
+        # only; SnapKV whose window is all of the budget but the 4 sinks keeps exactly
+        # StreamingLLM's set and, with decode=keep, every later token: kvpress's semantics
+        "fidelity_keep": fid + ["--policies", "full,snapkv:window=%d" % (budget_tokens(args.prefill) - 4)],
     }
     for name, task in jobs.items():
         kept, rec = os.path.join(args.work, name + ".kept"), os.path.join(args.work, name + ".json")
@@ -170,7 +176,7 @@ class Scorer:
     BasePress.forward_hook + ScorerPress.compress, minus the write-back)."""
 
     def __init__(self, model, presses):
-        self.model, self.presses, self.idx, self.hooks = model, presses, {}, []
+        self.model, self.presses, self.idx, self.scores, self.hooks = model, presses, {}, {}, []
 
     def hook(self, module, inp, kwargs, output):
         hidden = kwargs["hidden_states"]
@@ -180,6 +186,7 @@ class Scorer:
             scores = press.score(module, hidden, keys, values, output[1], kwargs)
             n_kept = compute_n_kept(keys.shape[2], press.compression_ratio)
             self.idx.setdefault(name, {})[module.layer_idx] = scores.topk(n_kept, dim=-1).indices
+            self.scores.setdefault(name, {})[module.layer_idx] = scores.float()
         return output
 
     def __enter__(self):
@@ -207,7 +214,7 @@ def prefill(model, ids, presses):
     cache = DynamicCache()
     with Scorer(model, presses) as sc, torch.no_grad():
         model.model(input_ids=torch.tensor([ids]), past_key_values=cache)
-    return cache, sc.idx
+    return cache, (sc.idx, sc.scores)
 
 
 def greedy(model, tok, cache, ctx_len, q_ids, max_new):
@@ -242,12 +249,18 @@ def jaccard(a, b):
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
-def compare_kept(ours, theirs_idx, n, windows):
-    """ours: {(l, h): [pos]}; theirs_idx: {l: tensor (1, Hkv, k)} -> summary dict"""
+def compare_kept(ours, theirs, n, windows):
+    """ours: {(l, h): [pos]}; theirs: ({l: indices (1, Hkv, k)}, {l: scores (1, Hkv, n)}) -> summary.
+    Each position kept by one side only is measured by kvpress's score there against kvpress's
+    k-th largest score in the lane (the boundary): gap 0 = a tie that top-k broke another way."""
+    theirs_idx, theirs_sc = theirs
     cut = n - max(windows) if max(windows) else n
-    js, jpre, same, per_layer = [], [], 0, {}
+    js, jpre, same, per_layer, gaps = [], [], 0, {}, []
     for (l, h), pos in sorted(ours.items()):
         th = sorted(theirs_idx[l][0, h].tolist())
+        sc = theirs_sc[l][0, h]
+        thr = sc[theirs_idx[l][0, h]].min().item()
+        gaps += [abs(sc[p].item() - thr) / max(abs(thr), 1e-30) for p in set(pos) ^ set(th)]
         j = jaccard(pos, th)
         js.append(j)
         jpre.append(jaccard([p for p in pos if p < cut], [p for p in th if p < cut]))
@@ -256,6 +269,8 @@ def compare_kept(ours, theirs_idx, n, windows):
     return {"jaccard_mean": sum(js) / len(js), "jaccard_min": min(js),
             "jaccard_scored_mean": sum(jpre) / len(jpre), "lanes_identical": same, "lanes": len(js),
             "kept_ours": len(next(iter(ours.values()))), "kept_kvpress": int(theirs_idx[0].shape[-1]),
+            "positions_differing": len(gaps), "differing_at_tie": sum(g == 0 for g in gaps),
+            "differing_gap_median": sorted(gaps)[len(gaps) // 2] if gaps else 0.0,
             "jaccard_per_layer": [round(sum(v) / len(v), 4) for _, v in sorted(per_layer.items())]}
 
 
@@ -263,15 +278,17 @@ def ladder(blocks, idx, n):
     ours = next(b for b in blocks if CONFIGS["snapkv-default"][0](b["label"]))["kept"]
     res = {}
     for name, _, w in LADDER:
-        c = compare_kept(ours, idx["ladder:" + name], n, (32, w))
-        res[name] = {k: c[k] for k in ("jaccard_mean", "jaccard_min", "jaccard_scored_mean", "lanes_identical", "lanes")}
+        c = compare_kept(ours, (idx[0]["ladder:" + name], idx[1]["ladder:" + name]), n, (32, w))
+        res[name] = {k: c[k] for k in ("jaccard_mean", "jaccard_min", "jaccard_scored_mean", "lanes_identical", "lanes",
+                                       "positions_differing", "differing_at_tie", "differing_gap_median")}
     return res
 
 
 def print_ladder(lad):
     for name, c in lad.items():
         print(f"    ours snapkv vs {name:42s} J={c['jaccard_mean']:.3f} (scored part {c['jaccard_scored_mean']:.3f}, "
-              f"identical lanes {c['lanes_identical']}/{c['lanes']})", flush=True)
+              f"identical lanes {c['lanes_identical']}/{c['lanes']}; {c['positions_differing']} positions differ, "
+              f"{c['differing_at_tie']} at a tie, median gap {c['differing_gap_median']:.2g})", flush=True)
 
 
 def budget_tokens(n):
@@ -337,8 +354,8 @@ def main():
         for name, (pred, _, win) in CONFIGS.items():
             blk = next(b for b in u["blocks"] if pred(b["label"]))
             assert blk["n"] == n and len(blk["kept"][(0, 0)]) == B, (blk["label"], blk["n"], n, B)
-            c = compare_kept(blk["kept"], idx[name], n, win)
-            c["answer_kvpress"] = greedy(model, tok, gathered_cache(full, idx[name], hd), n, q_ids, 8)
+            c = compare_kept(blk["kept"], (idx[0][name], idx[1][name]), n, win)
+            c["answer_kvpress"] = greedy(model, tok, gathered_cache(full, idx[0][name], hd), n, q_ids, 8)
             c["label_ours"] = blk["label"]
             c["answer_ours"] = recs[blk["label"]]["output"]
             for side in ("ours", "kvpress"):
@@ -350,8 +367,9 @@ def main():
               f"ours {case['full_ours']!r} transformers {case['full_hf']!r}", flush=True)
         for name, c in case["configs"].items():
             print(f"  {name:15s} J={c['jaccard_mean']:.3f} (min {c['jaccard_min']:.3f}, scored part "
-                  f"{c['jaccard_scored_mean']:.3f}, identical lanes {c['lanes_identical']}/{c['lanes']}) "
-                  f"answer ours {c['answer_ours']!r} kvpress {c['answer_kvpress']!r}", flush=True)
+                  f"{c['jaccard_scored_mean']:.3f}, identical lanes {c['lanes_identical']}/{c['lanes']}, "
+                  f"{c['differing_at_tie']}/{c['positions_differing']} differing positions at a tie, median gap "
+                  f"{c['differing_gap_median']:.2g}) answer ours {c['answer_ours']!r} kvpress {c['answer_kvpress']!r}", flush=True)
         print_ladder(case["ladder"])
 
     # ---------------- fidelity
@@ -373,7 +391,7 @@ def main():
         cache = DynamicCache()
         with press(model), torch.no_grad():
             model.model(input_ids=torch.tensor([doc[:P]]), past_key_values=cache)
-        g = gathered_cache(full, idx[name], hd)
+        g = gathered_cache(full, idx[0][name], hd)
         same = all(torch.equal(cache.layers[l].keys, g.layers[l].keys) and
                    torch.equal(cache.layers[l].values, g.layers[l].values) for l in range(len(cache.layers)))
         own[name] = same
@@ -384,10 +402,10 @@ def main():
     recs = records(os.path.join(args.work, "fidelity.json"))
     for name, (pred, _, win) in CONFIGS.items():
         blk = next(b for b in fu["blocks"] if pred(b["label"]))
-        lp = block_logprobs(model, gathered_cache(full, idx[name], hd), doc[P:N - 1], P)
+        lp = block_logprobs(model, gathered_cache(full, idx[0][name], hd), doc[P:N - 1], P)
         kl = (ref.exp() * (ref - lp)).sum(-1)
         top1 = (ref.argmax(-1) == lp.argmax(-1)).double().mean().item()
-        c = compare_kept(blk["kept"], idx[name], P, win)
+        c = compare_kept(blk["kept"], (idx[0][name], idx[1][name]), P, win)
         rec = next((r for r in recs if r["policy"] == blk["label"]), None)
         c.update({"kl_mean_kvpress": kl.mean().item(), "kl_p95_kvpress": kl.quantile(0.95).item(),
                   "top1_kvpress": top1, "label_ours": blk["label"],
@@ -397,6 +415,21 @@ def main():
         print(f"fidelity {name:15s} J={c['jaccard_mean']:.3f} (scored part {c['jaccard_scored_mean']:.3f}, "
               f"identical lanes {c['lanes_identical']}/{c['lanes']}) KL kvpress {c['kl_mean_kvpress']:.4f} "
               f"ours {mo.get('kl_mean', float('nan')):.4f}", flush=True)
+    # kvpress's StreamingLLM against ours with its decode semantics (run_ours, fidelity_keep)
+    # (its window differs from the prefill base's, so the cell ran a prefill of its own)
+    ku, blk = next((u, b) for u in parse_dump(os.path.join(args.work, "fidelity_keep.kept"))
+                   for b in u["blocks"] if b["label"].startswith("snapkv:window="))
+    assert ku["tokens"] == fu["tokens"]
+    c = compare_kept(blk["kept"], (idx[0]["streamingllm"], idx[1]["streamingllm"]), P, (0, 0))
+    rec = next(r for r in records(os.path.join(args.work, "fidelity_keep.json")) if r["policy"] == blk["label"])
+    c.update({"kl_mean_kvpress": fid["configs"]["streamingllm"]["kl_mean_kvpress"],
+              "kl_p95_kvpress": fid["configs"]["streamingllm"]["kl_p95_kvpress"],
+              "top1_kvpress": fid["configs"]["streamingllm"]["top1_kvpress"],
+              "label_ours": blk["label"], "metrics_ours": rec["metrics"]})
+    fid["configs"]["streamingllm-keep"] = c
+    print(f"fidelity streamingllm-keep (ours {blk['label']}) J={c['jaccard_mean']:.3f} (identical lanes "
+          f"{c['lanes_identical']}/{c['lanes']}) KL kvpress {c['kl_mean_kvpress']:.4f} ours "
+          f"{rec['metrics']['kl_mean']:.4f}", flush=True)
     fid["ladder"] = ladder(fu["blocks"], idx, P)
     print_ladder(fid["ladder"])
     print(f"fidelity done in {time.time() - t:.0f} s", flush=True)
