@@ -2,8 +2,9 @@
 """kvpress_compare.py: NVIDIA's kvpress (PyPI) as a peer check of our SnapKV and StreamingLLM.
 
 Both sides compress the same prompt token ids once after an exact prefill, at the same budget
-in tokens, then continue with every later token kept (kvpress only compresses prefills; ours
-with decode=keep, the default). Compared per case:
+in tokens. kvpress then keeps every later token (it compresses prefills only), so does our
+SnapKV (decode=keep, the default); our StreamingLLM holds its budget while decoding, so its
+fidelity is also compared in kvpress's terms (streamingllm-keep below). Compared per case:
   - kept sets: per (layer, KV head) Jaccard of the kept prompt positions; also over the
     positions outside both observation windows (where the scores, not the forced window,
     decide), and how many lanes are identical;
@@ -18,12 +19,18 @@ Configurations (ours <-> kvpress):
                     group sum)                                  avg-pool 5, no sinks, group mean)
   snapkv-matched    snapkv:window=32:pool=1:sinks=0:reduce=mean SnapKVPress(window_size=32,
                                                                 kernel_size=1)
+  streamingllm-keep snapkv:window=B-4 (fidelity only: 4 sinks   StreamingLLMPress(n_sink=4)
+                    + the last B-4 tokens, then every token kept)
+  ladder            our snapkv against kvpress's SnapKV moved to our settings step by step
+                    (window 32, then max-pool 7, then 4 sinks; kept sets only), positions
+                    that still differ checked for ties at the top-k boundary
 The budget is ours, floor(0.2 * n) tokens per lane; kvpress gets the compression ratio that keeps
 exactly as many (1 - (B + 0.5) / n). What compression_ratio=0.8 itself would keep is reported
-too: int(n * (1 - 0.8)) is floor(0.2 n) - 1 whenever 0.2 n is an integer (float rounding).
+too: int(n * (1 - 0.8)) is floor(0.2 n) - 1 for every n >= 10 that is a multiple of 5 (1 - 0.8
+is 0.19999999999999996 in doubles); at n = 1024 and 512 the two agree.
 
 Our side runs `smallkv eval passkey` and `smallkv eval fidelity` (policies full + the three
-above, --kv f32, one thread) with SKV_DUMP_KEPT set: the session appends each prefill's token
+above; fidelity again with full + snapkv:window=B-4; --kv f32, one thread) with SKV_DUMP_KEPT set: the session appends each prefill's token
 ids and each compression's kept positions per lane (runtime/session/session.h), so kvpress is
 fed the very same ids. kvpress side: the model from the same GGUF through transformers (every
 tensor dequantised to fp32), CPU, sdpa attention. Each case is prefilled once with forward hooks
@@ -33,7 +40,8 @@ cache is left full; each press's compressed cache is then the full one gathered 
 exactly as forward_hook writes it. That this equals kvpress's own `with press(model):` path is
 checked on the fidelity document (kept indices and compressed keys, every press).
 
-Run (about 15 min for the 1.5B on one CPU thread; models/ as for the tests):
+Run (1.5B, one CPU thread each: about 13 min for our three eval runs, 13 for kvpress's side;
+models/ as for the tests):
   python3 -m venv /work/pyenv && /work/pyenv/bin/pip install kvpress transformers torch gguf numpy
   make -j2
   OMP_NUM_THREADS=1 nice -n 19 /work/pyenv/bin/python tests/golden/kvpress_compare.py \\
