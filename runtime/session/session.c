@@ -392,7 +392,12 @@ int skv_session_dump_kept(const skv_session *s, FILE *f) {
     skv_policy_spec_label(&s->o.pol, label, sizeof label);
     fprintf(f, "# kept policy=%s n=%d budget=%.17g layers=%d kv_heads=%d\n", label, s->n,
             skv_session_budget(s, s->n), L, Hkv);
-    int *tmp = skv_malloc((size_t)(s->n > 0 ? s->n : 1) * sizeof(int), "kept dump");
+    int most = 1;
+    for (int ln = 0; ln < L * Hkv; ln++) {
+        if (kv->n_kv[ln] > most) most = kv->n_kv[ln];
+        if (kv->n_v[ln] > most) most = kv->n_v[ln];
+    }
+    int *tmp = skv_malloc((size_t)most * sizeof(int), "kept dump");
     if (!tmp) return -1;
     for (int l = 0; l < L; l++)
         for (int j = 0; j < Hkv; j++) {
