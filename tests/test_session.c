@@ -11,7 +11,8 @@
  *     compressed cache works and for `full` equals the plain forward;
  *   - a forked session continues identically; forks share the cold tier (counted once);
  *   - the SLM cache compressed by H2O (slm_budget): 1.0 matches the plain SLM, 0.4 cuts it;
- *   - online head matching keeps everything below 100 tokens, then maps and compresses.
+ *   - online head matching keeps everything below 100 tokens, then maps and compresses;
+ *   - the kept-set dump (SKV_DUMP_KEPT) writes the prefill's ids and each lane's kept positions.
  * If the forward pass does not call the attn hook yet, the model cases are skipped. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -647,6 +648,118 @@ static void test_query_reaches_select(void **st) {
     skv_session_free(s);
 }
 
+/* The kept-set dump (skv_session_dump_kept, SKV_DUMP_KEPT): StreamingLLM's lanes hold
+ * exactly the sinks and the most recent tokens; SnapKV's lines are its hot positions,
+ * sorted, window included; with the variable set a prefill appends its token ids and then
+ * the kept sets, and a second session appends rather than overwrites. */
+static int read_ints(const char *line, int *out, int cap) {
+    int n = 0, off = 0, v, used;
+    while (n < cap && sscanf(line + off, "%d%n", &v, &used) == 1) { out[n++] = v; off += used; }
+    return n;
+}
+
+static void check_streaming_dump(FILE *f, int np, int B, int sinks, int L, int Hkv) {
+    char line[8192], want_head[128];
+    int v[1024];
+    assert_non_null(fgets(line, sizeof line, f));
+    snprintf(want_head, sizeof want_head, "# kept policy=streamingllm n=%d budget=", np);
+    assert_memory_equal(line, want_head, strlen(want_head));
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < Hkv; j++) {
+            assert_non_null(fgets(line, sizeof line, f));
+            int n = read_ints(line, v, 1024);
+            assert_int_equal(n, 2 + B);
+            assert_int_equal(v[0], l);
+            assert_int_equal(v[1], j);
+            for (int i = 0; i < sinks; i++) assert_int_equal(v[2 + i], i);
+            for (int i = sinks; i < B; i++) assert_int_equal(v[2 + i], np - B + i);
+        }
+}
+
+static void test_dump_kept(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const int V = tiny->cfg.vocab, np = 100, L = tiny->cfg.n_layer, Hkv = tiny->cfg.n_kv_head;
+    const int B = 30;   /* floor(0.3 * 100) */
+    int toks[128];
+    test_prompt(toks, np, V, 41);
+
+    skv_session *s = mk(tiny, "streamingllm", 0.3, 32, NULL, NULL);
+    assert_int_equal(skv_session_prefill(s, toks, np), 0);
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(skv_session_dump_kept(s, f), 0);
+    rewind(f);
+    check_streaming_dump(f, np, B, 4, L, Hkv);
+    char line[8192];
+    assert_null(fgets(line, sizeof line, f));
+    fclose(f);
+    skv_session_free(s);
+
+    s = mk(tiny, "snapkv:window=8", 0.3, 32, NULL, NULL);
+    assert_int_equal(skv_session_prefill(s, toks, np), 0);
+    f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(skv_session_dump_kept(s, f), 0);
+    rewind(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_non_null(strstr(line, "policy=snapkv:window=8"));
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < Hkv; j++) {
+            int v[1024];
+            assert_non_null(fgets(line, sizeof line, f));
+            int n = read_ints(line, v, 1024) - 2;
+            const int ln = skv_lane(s->kv, l, j), *pos = skv_kvcache_hot_pos_kv(s->kv, l, j);
+            assert_int_equal(n, s->kv->n_kv[ln]);
+            assert_int_equal(n, B);
+            unsigned char in[128] = {0};
+            for (int i = 0; i < n; i++) in[pos[i]] = 1;
+            for (int i = 0; i < n; i++) {
+                assert_true(in[v[2 + i]]);
+                if (i) assert_true(v[2 + i] > v[1 + i]);
+            }
+            for (int k = 0; k < 4; k++) assert_true(in[k]);             /* sinks */
+            for (int k = np - 8; k < np; k++) assert_true(in[k]);       /* window */
+        }
+    fclose(f);
+    skv_session_free(s);
+
+    /* the variable: token ids, then the kept sets; appended over two sessions */
+    char path[] = "/tmp/skv_test_dump_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(setenv("SKV_DUMP_KEPT", path, 1), 0);
+    for (int r = 0; r < 2; r++) {
+        s = mk(tiny, "streamingllm", 0.3, 32, NULL, NULL);
+        assert_int_equal(skv_session_prefill(s, toks, np), 0);
+        assert_int_equal(skv_session_step(s, 1), 0);   /* a decode step dumps nothing */
+        skv_session_free(s);
+    }
+    unsetenv("SKV_DUMP_KEPT");
+    f = fopen(path, "r");
+    assert_non_null(f);
+    for (int r = 0; r < 2; r++) {
+        int v[1024];
+        assert_non_null(fgets(line, sizeof line, f));
+        assert_memory_equal(line, "# tokens from=0 ", 16);
+        assert_int_equal(read_ints(line + 16, v, 1024), np);
+        assert_memory_equal(v, toks, sizeof(int) * np);
+        check_streaming_dump(f, np, B, 4, L, Hkv);
+    }
+    assert_null(fgets(line, sizeof line, f));
+    fclose(f);
+    unlink(path);
+
+    /* an unwritable path is an error, not a silent skip */
+    assert_int_equal(setenv("SKV_DUMP_KEPT", "/nonexistent-dir/kept.txt", 1), 0);
+    s = mk(tiny, "streamingllm", 0.3, 32, NULL, NULL);
+    assert_int_equal(skv_session_prefill(s, toks, np), -1);
+    assert_non_null(strstr(skv_last_error(), "SKV_DUMP_KEPT"));
+    unsetenv("SKV_DUMP_KEPT");
+    skv_session_free(s);
+}
+
 static void test_bad_options(void **st) {
     (void)st;
     skv_session_opts o;
@@ -677,6 +790,7 @@ int main(void) {
         cmocka_unit_test(test_online_map_defers),
         cmocka_unit_test(test_query_reaches_select),
         cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_dump_kept),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

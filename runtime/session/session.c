@@ -12,6 +12,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/compensate.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/topk.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,6 +389,77 @@ static int decode_layer(skv_session *s, int layer, const float *q, const float *
 
 /* ------------------------------------------------------------------ prefill / step */
 
+int skv_session_dump_kept(const skv_session *s, FILE *f) {
+    const skv_kvcache *kv = s->kv;
+    const int L = s->L_act, Hkv = s->m->cfg.n_kv_head;
+    char label[256];
+    skv_policy_spec_label(&s->o.pol, label, sizeof label);
+    fprintf(f, "# kept policy=%s n=%d budget=%.17g layers=%d kv_heads=%d\n", label, s->n,
+            skv_session_budget(s, s->n), L, Hkv);
+    int most = 1;
+    for (int ln = 0; ln < L * Hkv; ln++) {
+        if (kv->n_kv[ln] > most) most = kv->n_kv[ln];
+        if (kv->n_v[ln] > most) most = kv->n_v[ln];
+    }
+    int *tmp = skv_malloc((size_t)most * sizeof(int), "kept dump");
+    if (!tmp) return -1;
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < Hkv; j++) {
+            /* slot order inside a lane is arbitrary: sort so dumps compare line by line */
+            const int ln = skv_lane(kv, l, j), nk = kv->n_kv[ln], nv = kv->n_v[ln];
+            fprintf(f, "%d %d", l, j);
+            memcpy(tmp, skv_kvcache_hot_pos_kv(kv, l, j), (size_t)nk * sizeof(int));
+            skv_sort_ints(tmp, nk);
+            for (int i = 0; i < nk; i++) fprintf(f, " %d", tmp[i]);
+            if (nv) {
+                memcpy(tmp, skv_kvcache_hot_pos_v(kv, l, j), (size_t)nv * sizeof(int));
+                skv_sort_ints(tmp, nv);
+                fputs(" |", f);
+                for (int i = 0; i < nv; i++) fprintf(f, " %d", tmp[i]);
+            }
+            fputc('\n', f);
+        }
+    free(tmp);
+    return ferror(f) ? skv_error("kept dump: write failed") : 0;
+}
+
+/* SKV_DUMP_KEPT=path appends every prefill's token ids and every compression's kept sets
+ * to path, so that an outside implementation (tests/golden/kvpress_compare.py) can be fed
+ * the very same ids and checked position by position, without a build of its own or a
+ * change to the public API. */
+static bool dump_wanted(void) {
+    const char *path = getenv("SKV_DUMP_KEPT");
+    return path && *path;
+}
+
+static FILE *dump_open(void) {
+    const char *path = getenv("SKV_DUMP_KEPT");
+    FILE *f = fopen(path, "a");
+    if (!f) skv_error("SKV_DUMP_KEPT: cannot open %s", path);
+    return f;
+}
+
+static int dump_close(FILE *f, int rc) {
+    if (fclose(f) && !rc) rc = skv_error("SKV_DUMP_KEPT: write failed");
+    return rc;
+}
+
+static int dump_kept_env(const skv_session *s) {
+    if (!dump_wanted()) return 0;
+    FILE *f = dump_open();
+    return f ? dump_close(f, skv_session_dump_kept(s, f)) : -1;
+}
+
+static int dump_tokens_env(const skv_session *s, const int *tokens, int T) {
+    if (!dump_wanted()) return 0;
+    FILE *f = dump_open();
+    if (!f) return -1;
+    fprintf(f, "# tokens from=%d", s->n);
+    for (int i = 0; i < T; i++) fprintf(f, " %d", tokens[i]);
+    fputc('\n', f);
+    return dump_close(f, ferror(f) ? skv_error("SKV_DUMP_KEPT: write failed") : 0);
+}
+
 static int compress(skv_session *s, int n0) {
     const skv_config *c = &s->m->cfg;
     for (int l = 0; l < s->L_act; l++) {
@@ -407,7 +479,7 @@ static int compress(skv_session *s, int n0) {
     s->n_sel = s->n;
     /* policies that never restore: the staged prefill is dropped (evicted tokens are gone) */
     if (!s->pol->uses_cold) skv_kvcache_cold_release(s->kv);
-    return 0;
+    return dump_kept_env(s);
 }
 
 /* Prefill statistics (H, stride) per layer, stride = cold_base + cold_cap (covers every
@@ -451,6 +523,7 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T) {
     if (s->n + T > s->o.max_ctx)
         return skv_error("skv_session_prefill: %d + %d tokens exceed the context of %d", s->n, T, s->o.max_ctx);
     if (s->o.prefill_base && s->n > 0) return skv_error("skv_session_prefill: a prefill base takes one prefill");
+    if (dump_tokens_env(s, tokens, T)) return -1;
     /* an exact prefill over the cold tier needs it private and contiguous (copy-on-write) */
     if (s->pol->uses_cold && skv_kvcache_cold_flatten(s->kv)) return -1;
     /* the others stage this prefill from position n (their cold tier is empty) */

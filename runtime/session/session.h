@@ -22,6 +22,7 @@
 #define SKV_SESSION_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include "runtime/backend/forward.h"
 #include "runtime/kv/kvcache.h"
 #include "runtime/policies/policy.h"
@@ -112,6 +113,13 @@ void skv_session_free(skv_session *s);
 /* Append T prompt tokens (any T >= 1, split into T_max blocks); logits of the last token
  * in s->st->logits. -1 + error. */
 int skv_session_prefill(skv_session *s, const int *tokens, int T);
+/* The hot tier's positions per lane, for checks against other implementations: a header
+ * "# kept policy=NAME n=N budget=B layers=L kv_heads=K", then per (layer, KV head) one line
+ * "layer kvh pos..." (sorted K+V positions; V-only positions follow " |"). A session whose
+ * compression runs with SKV_DUMP_KEPT=path set appends this to path after every prefill
+ * compression (prefills and derived sessions; decode steps are not dumped), and every
+ * prefill first appends "# tokens from=N0 id..." (its token ids, from position N0). */
+int skv_session_dump_kept(const skv_session *s, FILE *f);
 /* One decode token; logits in s->st->logits. -1 + error. */
 int skv_session_step(skv_session *s, int token);
 /* Several sessions, one token each, decoded together: the LLM's matrix products run once
