@@ -350,7 +350,7 @@ QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM
 # and made the SLM's step 1.3x slower (10.8 vs 8.1 ms); run it on an otherwise idle machine
 QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 
-.PHONY: eval-spec eval-retrieval eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
+.PHONY: eval-equal-memory eval-spec eval-retrieval eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
 eval-quick: $(SKV)
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -366,6 +366,20 @@ RETRIEVAL_POLICIES ?= full,streamingllm,h2o,snapkv,snapkv:decode=evict,quest,ora
 eval-retrieval: $(SKV)
 	@mkdir -p results
 	$(QUICK) fidelity --budgets 0.1,0.2 --policies $(RETRIEVAL_POLICIES) --batch 16 -o results/smol-retrieval.json
+
+# equal hot budget and equal total memory (docs/results.md section 11): 4 documents of
+# wikitext2 and multi_news; baselines at the hot budget, then given the SLM cache's bytes
+# (41 % of the LLM's full cache at depth 23: 10 % -> 51 %, 20 % -> 61 %), then SmallKV with
+# its SLM cache compressed (slmb) into 10 % / 20 % in total; about 55 min on 2 cores; the
+# default (8-row) decode layout, unlike the older records
+EQMEM := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) \
+	fidelity --tokens 768 --prefill 512 --limit 4 --corpora wikitext2,multi_news --batch 16 -o results/qwen-equal-memory.json
+eval-equal-memory: $(SKV)
+	@mkdir -p results
+	$(EQMEM) --policies full,h2o,streamingllm,snapkv,quest,smallkv:score=acc,smallkv --budgets 0.1,0.2
+	$(EQMEM) --policies h2o,streamingllm,snapkv,quest --budgets 0.51,0.61
+	$(EQMEM) --policies smallkv:slmb=0.12,smallkv:score=acc:slmb=0.12 --budgets 0.05
+	$(EQMEM) --policies smallkv:slmb=0.24,smallkv:score=acc:slmb=0.24 --budgets 0.1
 
 # speculative decoding (scripts/spec-bench.sh, docs/performance.md): the plain full cache
 # and SmallKV at 20 %, each with the SLM drafting 2 / 4 / 6 tokens and adaptively up to 6;
