@@ -33,13 +33,15 @@ struct smallkv_session {
     /* speculative decoding (speculate.c), when draft > 0 */
     int draft;
     int draft_adapt, draft_cur;   /* adaptive: the next round's draft length */
-    skv_session *drafter;     /* the SLM over the same tokens, policy full */
+    skv_session *drafter;     /* the SLM over the same tokens, policy full (NULL when the
+                                 policy drafts with its own SLM) */
     int *hist; int hist_n;    /* every token in the LLM's sequence (hist_n = its length) */
     int spec_passes, spec_drafted, spec_accepted;
 };
 
 /* Speculative decoding (speculate.c). init: check that s can speculate with K drafts (SLM,
- * policy full, CPU) and make the drafter; -1 + error. note: tokens appended to the LLM's
+ * CPU, a policy whose verify pass is exact) and make the drafter, unless the policy drafts
+ * with its own companion (smallkv); -1 + error. note: tokens appended to the LLM's
  * sequence (prefill, step). fork: dst takes a copy of src's drafter and history. generate:
  * smallkv_generate with drafts, the same tokens and final state as plain greedy steps. */
 int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K);
