@@ -368,12 +368,12 @@ eval-retrieval: $(SKV)
 	$(QUICK) fidelity --budgets 0.1,0.2 --policies $(RETRIEVAL_POLICIES) --batch 16 -o results/smol-retrieval.json
 
 # equal hot budget and equal total memory (docs/results.md section 11): 4 documents of
-# wikitext2 and multi_news; baselines at the hot budget, then given the SLM cache's bytes
+# wikitext2, multi_news and pg-essays; baselines at the hot budget, then given the SLM cache's bytes
 # (41 % of the LLM's full cache at depth 23: 10 % -> 51 %, 20 % -> 61 %), then SmallKV with
-# its SLM cache compressed (slmb) into 10 % / 20 % in total; about 55 min on 2 cores; the
+# its SLM cache compressed (slmb) into 10 % / 20 % in total; about 90 min on 2 cores; the
 # default (8-row) decode layout, unlike the older records
 EQMEM := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) \
-	fidelity --tokens 768 --prefill 512 --limit 4 --corpora wikitext2,multi_news --batch 16 -o results/qwen-equal-memory.json
+	fidelity --tokens 768 --prefill 512 --limit 4 --corpora wikitext2,multi_news,pg-essays --batch 16 -o results/qwen-equal-memory.json
 eval-equal-memory: $(SKV)
 	@mkdir -p results
 	$(EQMEM) --policies full,h2o,streamingllm,snapkv,quest,smallkv:score=acc,smallkv --budgets 0.1,0.2
