@@ -41,7 +41,7 @@ def kv_bytes(m):
     return m["layers"] * 2 * m["kv_heads"] * m["head_dim"] * ESZ
 
 
-def step(a, llm, slm, policy, B, S, rows=1, slm_head=False):
+def step(a, llm, slm, policy, B, S, rows=1):
     """Seconds for one LLM pass of `rows` rows per sequence (plus the SLM's step when the
     policy runs it) and the bytes by tier, per the model in the docstring."""
     b = a.budget
@@ -57,13 +57,11 @@ def step(a, llm, slm, policy, B, S, rows=1, slm_head=False):
         host += B * a.restore_quest * hot * kv
     if policy.startswith("smallkv"):
         host += B * a.restore_smallkv * hot * kv
-    if policy.startswith("smallkv") or slm_head:
-        d = a.depth if not slm_head else slm["layers"]
-        sw = slm["params"] * ESZ * (d / slm["layers"])
-        if not slm_head:
-            sw -= slm["lm_head"] * ESZ * (d / slm["layers"])  # no LM head below full depth
-        s_hbm = sw + B * S * kv_bytes(slm) * d / slm["layers"]
-        hbm += s_hbm * rows if policy.startswith("smallkv") and rows > 1 else s_hbm
+    if policy.startswith("smallkv"):
+        d = a.depth
+        # the SLM to its depth, no LM head below full depth, and its whole cache
+        sw = (slm["params"] - slm["lm_head"]) * ESZ * (d / slm["layers"])
+        hbm += sw + B * S * kv_bytes(slm) * d / slm["layers"]
         flops += 2 * slm["params"] * B
         layers += d
     t = max(hbm / (a.bw_hbm * 1e12 * a.eff_hbm), flops / (a.flops * 1e12 * a.eff_flops))
