@@ -24,15 +24,7 @@ for f in $LLM $SLM "$LLAMA_BIN/llama-speculative-simple" "$LLAMA_BIN/llama-bench
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 - "$tmp" <<'PY'
-import gzip, json, sys
-d = sys.argv[1]
-he = [json.loads(l) for l in gzip.open('../shared/data/humaneval/HumanEval.jsonl.gz', 'rt')]
-for i in (0, 10):
-    open(f'{d}/he{i}.txt', 'w').write(he[i]['prompt'])
-g = [json.loads(l) for l in open('../shared/data/gsm8k/test.jsonl')]
-open(f'{d}/gsm0.txt', 'w').write(g[0]['question'])
-PY
+python3 scripts/spec-prompts.py "$tmp"
 echo "# llamacpp-spec: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $T threads, $N tokens"
 printf '%-8s %5s %9s %7s %9s %9s\n' prompt K tok/s ratio drafted accepted
 for p in $PROMPTS; do

@@ -25,15 +25,7 @@ own=(); [[ $POLICY == smallkv* ]] && own=(--slm $SLM --profile $PROFILE)
 for f in $LLM $SLM build/bin/smallkv; do [ -e "$f" ] || { echo "spec-bench: $f missing" >&2; exit 2; }; done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 - "$tmp" <<'PY'
-import gzip, json, sys
-d = sys.argv[1]
-he = [json.loads(l) for l in gzip.open('../shared/data/humaneval/HumanEval.jsonl.gz', 'rt')]
-for i in (0, 10):
-    open(f'{d}/he{i}.txt', 'w').write(he[i]['prompt'])
-g = [json.loads(l) for l in open('../shared/data/gsm8k/test.jsonl')]
-open(f'{d}/gsm0.txt', 'w').write(g[0]['question'])
-PY
+python3 scripts/spec-prompts.py "$tmp"
 echo "# spec-bench: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo -dirty), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, policy $POLICY budget $BUDGET, $N tokens"
 printf '%-14s %5s %9s %7s %8s %12s %10s %12s %s\n' prompt K tok/s ratio vs_full passes/tok accepted mean_acc same
 for p in $PROMPTS; do
