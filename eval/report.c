@@ -104,17 +104,11 @@ static void cells_free(cells *cs) {
 #define CI_REPS 2000
 #define CI_SEED 0x5EEDULL
 
-/* "lo-hi" of a cell's units (scale: 100 for percentages), or "-" with fewer than 2 */
-static void ci_str(char *buf, size_t n, const cell *c, double scale, const char *fmt) {
+/* "lo - hi" of a cell's mean KL over its documents, or "-" with fewer than 2 */
+static void kl_ci_str(char *buf, size_t n, const cell *c) {
     double lo, hi;
-    if (c->un < 2 || skv_bootstrap_ci(c->ux, c->uw, c->un, CI_REPS, 0.05, CI_SEED, &lo, &hi)) {
-        snprintf(buf, n, "-");
-        return;
-    }
-    char a[24], b[24];
-    snprintf(a, sizeof a, fmt, scale * lo);
-    snprintf(b, sizeof b, fmt, scale * hi);
-    snprintf(buf, n, "%.23s - %.23s", a, b);
+    if (c->un < 2 || skv_bootstrap_ci(c->ux, c->uw, c->un, CI_REPS, 0.05, CI_SEED, &lo, &hi)) snprintf(buf, n, "-");
+    else snprintf(buf, n, "%.4f - %.4f", lo, hi);
 }
 
 /* the accuracy difference from the reference cell on the units both have: "+d [lo, hi]"
@@ -406,7 +400,7 @@ int cmd_eval_report(int argc, char **argv) {
                 double st = c->steps > 0 ? c->steps : 1;
                 const double nd = c->docs ? c->docs : 1;
                 char ci[64];
-                ci_str(ci, sizeof ci, c, 1, "%.4f");
+                kl_ci_str(ci, sizeof ci, c);
                 fprintf(f, "| %s | %g | %d | %.0f | %.4f | %s | %.4f | %.1f%% | %.3f | %.4f | %.0f | %.0f | %.0f |", c->policy, c->budget,
                         c->docs, c->steps, c->kl / st, ci, c->p95 / nd, 100 * c->top1 / st, exp(c->nll / st), exp((c->nll - c->nll_full) / st),
                         c->hot / nd / 1024, c->cold / nd / 1024, c->slmc / nd / 1024);
