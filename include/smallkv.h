@@ -74,13 +74,19 @@ typedef struct {
                               with cuda the whole sequence runs on the GPU for the full cache;
                               a compressed policy prefills on the CPU and decodes on the GPU */
     int draft;             /* speculative decoding in smallkv_generate: the pair's SLM drafts up
-                              to this many tokens greedily and the LLM checks them in one pass;
-                              the tokens are those of plain greedy decoding, exactly. 0: off.
+                              to this many tokens and the LLM checks them in one pass; greedy,
+                              the tokens are those of plain greedy decoding, exactly (sampled:
+                              see temperature). 0: off.
                               Needs an SLM and the CPU. With policy smallkv the SLM that picks
                               the hot set drafts in that same pass (a profile's mapping, its
                               full cache); online matching and slm_budget < 1 are refused */
     int draft_adapt;       /* 1: draft is the most a round drafts; each round drafts 2 more after
                               every draft was accepted, 1 fewer after a rejection (at least 1) */
+    float temperature;     /* smallkv_generate: 0 (default) greedy; > 0 samples softmax(logits /
+                              temperature). With draft the SLM samples its proposals at the same
+                              temperature and speculative sampling's accept / resample rule keeps
+                              the output distributed as the LLM's own samples */
+    unsigned long long seed; /* the sampler's seed (0: a fixed one); forks continue the stream */
 } smallkv_options;
 
 void smallkv_options_default(smallkv_options *o);
@@ -124,8 +130,8 @@ int smallkv_length(const smallkv_session *s);       /* tokens in the sequence */
 /* A copy that continues identically (the cold tier shared copy-on-write). NULL + error. */
 smallkv_session *smallkv_fork(const smallkv_session *s);
 
-/* Greedy generation from the current logits: up to max_tokens tokens, each appended with
- * smallkv_step after cb saw it. cb(id, bytes, len, user) returning nonzero stops early;
+/* Generation from the current logits (greedy, or sampled at the options' temperature): up to
+ * max_tokens tokens, each appended with smallkv_step after cb saw it. cb(id, bytes, len, user) returning nonzero stops early;
  * a stop token (end of turn / text) ends generation without being passed to cb.
  * Returns the number of tokens generated, -1 + error. */
 /* The next token from the current logits: greedy at temperature 0, else a sample of
@@ -134,6 +140,9 @@ smallkv_session *smallkv_fork(const smallkv_session *s);
 int smallkv_sample(smallkv_session *s, float temperature, unsigned long long *rng);
 typedef int (*smallkv_token_cb)(int id, const char *bytes, size_t len, void *user);
 int smallkv_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user);
+/* smallkv_generate's temperature and seed from now on (a request on a fork of a shared
+ * context, for instance); as in smallkv_options. -1 + error (temperature outside [0, 100]). */
+int smallkv_set_sampling(smallkv_session *s, float temperature, unsigned long long seed);
 
 typedef struct {
     /* memory, bytes */

@@ -259,6 +259,34 @@ static void test_runs(void **st) {
     }
 }
 
+/* --draft: greedy output equals plain decoding's; sampled output (--temp) repeats with the
+ * seed and changes with it; usage errors name the missing piece */
+static void test_draft(void **st) {
+    (void)st;
+    need(true);
+    char a[4096];
+    static char plain[sizeof out], again[sizeof out];
+    const char *q = "--prompt 'Once upon a time, in a small town by the sea, there lived' -n 40 --threads 2";
+    snprintf(a, sizeof a, "generate --llm %s %s", smol, q);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    snprintf(plain, sizeof plain, "%s", out);
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --draft 3 %s", smol, smol, q);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    assert_string_equal(out, plain);
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --draft 3 --temp 0.9 --seed 11 %s", smol, smol, q);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    snprintf(again, sizeof again, "%s", out);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    assert_string_equal(out, again);
+    assert_string_not_equal(out, plain);
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --draft 3 --temp 0.9 --seed 12 %s", smol, smol, q);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    assert_string_not_equal(out, again);
+    snprintf(a, sizeof a, "generate --llm %s --draft 3 %s", smol, q);
+    assert_int_equal(run(out, sizeof out, "%s", a), 2);
+    assert_non_null(strstr(out, "--draft needs --slm"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_missing_files),
@@ -269,6 +297,7 @@ int main(void) {
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_profile_show),
         cmocka_unit_test(test_runs),
+        cmocka_unit_test(test_draft),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,7 +4,9 @@
  *   - temperature <= 0 or no rng state is greedy and leaves the state alone;
  *   - T = 1 draws follow softmax(x) (20000 draws, each frequency within 0.015), the same
  *     seed gives the same draws, logits shifted by a constant give the same draws;
- *   - T = 2 flattens the distribution as softmax(x / 2) says; a tiny T is greedy. */
+ *   - T = 2 flattens the distribution as softmax(x / 2) says; a tiny T is greedy;
+ *   - speculative sampling's accept / resample rule gives p's distribution for a flat q, a q
+ *     missing part of p's support, and q = p (never rejects). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,12 +72,57 @@ static void test_tiny_temperature(void **st) {
     for (int i = 0; i < 100; i++) assert_int_equal(skv_sample_logits(x, 3, 1e-4f, &rng), 1);
 }
 
+/* Speculative sampling: draft x ~ q, keep it or take the residual draw; the result must be
+ * distributed as p for any q, including a q that misses part of p's support and one equal
+ * to p (nothing is ever rejected then). */
+static void check_spec(const float *p, const float *q, int V, int n, unsigned long long seed, int *rejected) {
+    int count[8] = {0};
+    unsigned long long rng = seed;
+    *rejected = 0;
+    for (int i = 0; i < n; i++) {
+        float pp[8];
+        for (int v = 0; v < V; v++) pp[v] = p[v];
+        int x = skv_sample_probs(q, V, &rng), acc;
+        assert_true(q[x] > 0);
+        int t = skv_spec_accept(pp, q, V, x, &rng, &acc);
+        assert_true(t >= 0 && t < V);
+        if (acc) assert_int_equal(t, x);
+        *rejected += !acc;
+        count[t]++;
+    }
+    for (int v = 0; v < V; v++) assert_true(fabs(count[v] / (double)n - p[v]) < 0.01);
+}
+
+static void test_spec_accept(void **st) {
+    (void)st;
+    const float p[5] = {0.4f, 0.3f, 0.15f, 0.1f, 0.05f};
+    const float flat[5] = {0.2f, 0.2f, 0.2f, 0.2f, 0.2f};
+    const float skew[5] = {0.05f, 0.05f, 0.1f, 0.0f, 0.8f};   /* no mass on token 3 */
+    int rej;
+    check_spec(p, flat, 5, 40000, 11, &rej);
+    assert_true(rej > 40000 / 10);   /* the rule was exercised: 1 - sum(min(p, q)) = 0.25 */
+    check_spec(p, skew, 5, 40000, 12, &rej);
+    assert_true(rej > 40000 / 2);
+    check_spec(p, p, 5, 20000, 13, &rej);
+    assert_int_equal(rej, 0);
+    /* softmax at a temperature, then the inverse-CDF draw: the frequencies of softmax(x / T) */
+    const float x[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
+    float sm[4];
+    skv_softmax_temp(x, 4, 1.0f, sm);
+    for (int v = 0; v < 4; v++) assert_true(fabs(sm[v] - expf(x[v])) < 1e-6);
+    skv_softmax_temp(x, 4, 2.0f, sm);
+    double z = 0;
+    for (int v = 0; v < 4; v++) z += exp(x[v] / 2);
+    for (int v = 0; v < 4; v++) assert_true(fabs(sm[v] - exp(x[v] / 2) / z) < 1e-6);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_argmax_first),
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_tiny_temperature),
+        cmocka_unit_test(test_spec_accept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,9 @@
  *     its own position, and a rejection rolls the SLM's cache and rows back; stops and a
  *     fork of a drafting smallkv session continue identically;
  *   - an adaptive draft length (draft_adapt) gives the same tokens for full and smallkv;
+ *   - sampling (temperature 0.8) with a drafter sampling from another distribution: the
+ *     second and third tokens follow the LLM's own distribution (chi-square), for full and
+ *     smallkv, while many proposals are rejected and resampled;
  *   - refusals: online head matching, a compressed SLM cache, no SLM, too many drafts. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +27,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,6 +43,7 @@
 
 static smallkv_pair *pair, *solo, *prof;   /* prof: the self pair with its profile (smallkv) */
 static int adapt;                          /* sessions draft with draft_adapt */
+static float temp;                         /* sessions sample at this temperature (0: greedy) */
 
 static int setup(void **st) {
     (void)st;
@@ -70,6 +75,7 @@ static smallkv_session *session_pol(int draft, const char *policy, double budget
     smallkv_options_default(&o);
     o.draft = draft;
     o.draft_adapt = adapt && draft > 0;
+    o.temperature = temp;
     o.policy = policy;
     o.budget = budget;
     o.max_ctx = 512;
@@ -242,6 +248,118 @@ static void stops(const char *policy, double budget) {
 static void test_stops(void **st) { (void)st; stops("full", 1); }
 static void test_stops_smallkv(void **st) { (void)st; stops("smallkv", 0.2); }
 
+/* Chi-square of counts[0..V) (n draws) against probabilities p over the tokens expected at
+ * least 5 times, the rest pooled; *df its degrees of freedom. */
+static double chi_square(const int *counts, int n, const float *p, int V, int *df) {
+    double x2 = 0, rest_e = 0, rest_o = 0;
+    int bins = 0;
+    for (int v = 0; v < V; v++) {
+        const double e = (double)p[v] * n;
+        if (e >= 5) {
+            x2 += (counts[v] - e) * (counts[v] - e) / e;
+            bins++;
+        } else {
+            rest_e += e;
+            rest_o += counts[v];
+        }
+    }
+    if (rest_e >= 5) {
+        x2 += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
+        bins++;
+    }
+    *df = bins - 1;
+    return x2;
+}
+
+/* the most frequent value of x[i] over the i with keep[i] (keep NULL: all) */
+static int mode_of(const int *x, const int *y, int y_want, int n, int V) {
+    int *c = calloc((size_t)V, sizeof(int)), best = 0;
+    for (int i = 0; i < n; i++) if (!y || y[i] == y_want) c[x[i]]++;
+    for (int v = 1; v < V; v++) if (c[v] > c[best]) best = v;
+    free(c);
+    return best;
+}
+
+/* the LLM's own distribution softmax(logits / T) after the prompt and the tokens pre */
+static void exact_next(const char *policy, double budget, const int *pre, int n, float T, float *p) {
+    const float save = temp;
+    temp = 0;
+    smallkv_session *s = session_pol(0, policy, budget);
+    temp = save;
+    for (int i = 0; i < n; i++) assert_int_equal(smallkv_step(s, pre[i]), 0);
+    const float *x = smallkv_logits(s);
+    const int V = smallkv_vocab(pair);
+    double mx = x[0], z = 0;
+    for (int v = 1; v < V; v++) if (x[v] > mx) mx = x[v];
+    for (int v = 0; v < V; v++) z += exp((x[v] - mx) / T);
+    for (int v = 0; v < V; v++) p[v] = (float)(exp((x[v] - mx) / T) / z);
+    smallkv_session_free(s);
+}
+
+/* Sampled generation with drafts: the drafter samples at twice the temperature (so its
+ * distribution is not the LLM's and many proposals are rejected and resampled), yet the
+ * second token given the most frequent first one, and the third given the most frequent
+ * first two (drafted second in a round), follow the LLM's own softmax(logits / T):
+ * chi-square far below what a rule keeping the drafter's samples gives. Each trial is a fork
+ * of one prefilled session with its own seed. */
+static void sampled(const char *policy, double budget, int trials) {
+    if (!pair) skip();
+    const int V = smallkv_vocab(pair);
+    const float T = 0.8f;
+    temp = T;
+    api_spec_set_draft_temp_factor(2.0f);
+    smallkv_session *base = session_pol(3, policy, budget);
+    int *t1 = malloc((size_t)trials * sizeof(int)), *t2 = malloc((size_t)trials * sizeof(int)),
+        *t3 = malloc((size_t)trials * sizeof(int)), *cnt = calloc((size_t)V, sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    long drafted = 0, accepted = 0;
+    int n = 0;
+    for (int i = 0; i < trials; i++) {
+        smallkv_session *f = smallkv_fork(base);
+        assert_non_null(f);
+        f->rng = 0x5eed0000ULL + (unsigned long long)i * 7919;
+        collect c = {0};
+        const int got = smallkv_generate(f, 3, on_token, &c);
+        smallkv_stats stt;
+        smallkv_get_stats(f, &stt);
+        drafted += stt.spec_drafted;
+        accepted += stt.spec_accepted;
+        smallkv_session_free(f);
+        if (got < 3) continue;   /* a stop token */
+        t1[n] = c.ids[0]; t2[n] = c.ids[1]; t3[n] = c.ids[2];
+        n++;
+    }
+    assert_true(n > trials * 9 / 10);
+    /* the rule ran: a fair share of the proposals was rejected */
+    assert_true(drafted > 0 && (drafted - accepted) * 10 >= drafted);
+    int df;
+    const int a = mode_of(t1, NULL, 0, n, V);
+    int m = 0;
+    memset(cnt, 0, (size_t)V * sizeof(int));
+    for (int i = 0; i < n; i++) if (t1[i] == a) { cnt[t2[i]]++; m++; }
+    exact_next(policy, budget, &a, 1, T, p);
+    double x2 = chi_square(cnt, m, p, V, &df);
+    print_message("%s: %d trials, %ld of %ld drafts accepted; token 2 | token 1 = %d (%d draws): chi2 %.1f, df %d\n",
+                  policy, n, accepted, drafted, a, m, x2, df);
+    assert_true(m >= 100 && df >= 1);
+    assert_true(x2 < df + 6 * sqrt(2.0 * df) + 10);   /* far in the tail for a correct rule */
+    const int b = mode_of(t2, t1, a, n, V);
+    int pre[2] = {a, b};
+    m = 0;
+    memset(cnt, 0, (size_t)V * sizeof(int));
+    for (int i = 0; i < n; i++) if (t1[i] == a && t2[i] == b) { cnt[t3[i]]++; m++; }
+    exact_next(policy, budget, pre, 2, T, p);
+    x2 = chi_square(cnt, m, p, V, &df);
+    print_message("%s: token 3 | tokens 1, 2 = %d, %d (%d draws): chi2 %.1f, df %d\n", policy, a, b, m, x2, df);
+    if (m >= 100 && df >= 1) assert_true(x2 < df + 6 * sqrt(2.0 * df) + 10);
+    free(t1); free(t2); free(t3); free(cnt); free(p);
+    smallkv_session_free(base);
+    api_spec_set_draft_temp_factor(1);
+    temp = 0;
+}
+static void test_sampled(void **st) { (void)st; sampled("full", 1, 600); }
+static void test_sampled_smallkv(void **st) { (void)st; sampled("smallkv", 0.3, 400); }
+
 static void test_refusals(void **st) {
     (void)st;
     if (!pair) skip();
@@ -264,9 +382,16 @@ static void test_refusals(void **st) {
     assert_non_null(strstr(smallkv_last_error(), "at most"));
     o.draft = -1;
     assert_null(smallkv_session_new(pair, &o));
+    o.draft = 2;
+    o.temperature = -1;
+    assert_null(smallkv_session_new(pair, &o));
+    assert_non_null(strstr(smallkv_last_error(), "temperature"));
+    o.temperature = 0;
     o.draft = 0;   /* off: no SLM needed */
     smallkv_session *s = smallkv_session_new(solo, &o);
     assert_non_null(s);
+    assert_int_equal(smallkv_set_sampling(s, 101, 1), -1);
+    assert_int_equal(smallkv_set_sampling(s, 0.5f, 1), 0);
     smallkv_session_free(s);
 }
 
@@ -283,6 +408,8 @@ int main(void) {
         cmocka_unit_test(test_identical_adapt),
         cmocka_unit_test(test_stops),
         cmocka_unit_test(test_stops_smallkv),
+        cmocka_unit_test(test_sampled),
+        cmocka_unit_test(test_sampled_smallkv),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -37,6 +37,11 @@ struct smallkv_session {
                                  policy drafts with its own SLM) */
     int *hist; int hist_n;    /* every token in the LLM's sequence (hist_n = its length) */
     int spec_passes, spec_drafted, spec_accepted;
+    /* sampling in smallkv_generate (temperature 0: greedy) */
+    float temp;
+    unsigned long long rng;
+    float *spec_q;            /* (draft, vocab) the SLM's distribution for each proposal, and */
+    float *spec_p;            /* (vocab) the LLM's at one verified row (sampled drafts only) */
 };
 
 /* Speculative decoding (speculate.c). init: check that s can speculate with K drafts (SLM,
@@ -50,15 +55,20 @@ void api_spec_note(smallkv_session *s, const int *ids, int n);
  * prompt counts as prefill time, not as the first draft's. -1 + error. */
 int api_spec_prefill(smallkv_session *s, const int *ids, int n);
 int api_spec_fork(smallkv_session *dst, const smallkv_session *src);
+/* The buffers sampled drafts need, once s->temp > 0 (nothing otherwise). -1 + error. */
+int api_spec_sampling(smallkv_session *s);
 void api_spec_free(smallkv_session *s);
 /* Hand one generated token to the caller as smallkv_generate does: nonzero when generation
  * ends here (a stop token, not counted, or the callback asked to stop); *produced counts the
  * tokens handed over. */
 int api_emit_token(smallkv_session *s, int tok, smallkv_token_cb cb, void *user, int *produced);
 int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user);
-/* Tests: every proposal passes through hook(position, token, user), which may replace it
- * (so that rejections and rollbacks happen with a self pair); NULL: off. Process-wide. */
+/* Tests: every greedy proposal passes through hook(position, token, user), which may replace
+ * it (so that rejections and rollbacks happen with a self pair); NULL: off. Sampled proposals
+ * come from the SLM at temperature x factor (default 1), so that with a self pair the draft's
+ * distribution differs from the LLM's and the resample path runs. Process-wide. */
 void api_spec_set_draft_hook(int (*hook)(int pos, int tok, void *user), void *user);
+void api_spec_set_draft_temp_factor(float factor);
 
 /* Upload the pair's models to be (once; another backend's uploads are released). -1 + error. */
 int api_pair_upload(smallkv_pair *p, const skv_backend *be);

@@ -57,6 +57,7 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
         skv_error("draft %d: speculative decoding runs on the CPU only", o.draft);
         goto fail;
     }
+    if (smallkv_set_sampling(s, o.temperature, o.seed)) goto fail;   /* checked; buffers after api_spec_init */
     if (api_pair_upload(p, be)) goto fail;
     if ((d->caps & SKV_POLICY_KEEPS_ALL) && be->full_cache_on_device) {
         s->seq_cap = so.max_ctx;
@@ -68,6 +69,11 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     if (!(s->s = skv_session_new(p->llm, &so))) goto fail;
     s->draft_adapt = o.draft_adapt != 0;
     if (api_spec_init(s, &so, o.draft)) {
+        skv_session_free(s->s);
+        goto fail;
+    }
+    if (api_spec_sampling(s)) {
+        api_spec_free(s);
         skv_session_free(s->s);
         goto fail;
     }
@@ -191,6 +197,8 @@ smallkv_session *smallkv_fork(const smallkv_session *s) {
     f->p = s->p;
     f->be = s->be;
     f->has_logits = s->has_logits;
+    f->temp = s->temp;
+    f->rng = s->rng;
     f->t_prefill0 = skv_now();   /* a fork starts a new request; speed counters at zero */
     if (!(f->s = skv_session_fork(s->s))) { free(f); return NULL; }
     if (api_spec_fork(f, s)) { smallkv_session_free(f); return NULL; }
@@ -204,6 +212,19 @@ int smallkv_sample(smallkv_session *s, float temperature, unsigned long long *rn
     const int tok = skv_sample_logits(x, V, temperature, rng);
     if (s->ttft == 0) s->ttft = skv_now() - s->t_prefill0;
     return tok;
+}
+
+int smallkv_set_sampling(smallkv_session *s, float temperature, unsigned long long seed) {
+    if (!s) return skv_error("smallkv_set_sampling: no session");
+    if (!(temperature >= 0 && temperature <= 100)) return skv_error("temperature %g: must be in [0, 100]", temperature);
+    const float was = s->temp;
+    s->temp = temperature;
+    if (api_spec_sampling(s)) {
+        s->temp = was;
+        return -1;
+    }
+    s->rng = seed;
+    return 0;
 }
 
 int api_emit_token(smallkv_session *s, int tok, smallkv_token_cb cb, void *user, int *produced) {
@@ -220,7 +241,7 @@ int smallkv_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, vo
     if (s->draft) return api_spec_generate(s, max_tokens, cb, user);
     int produced = 0;
     while (produced < max_tokens) {
-        int next = smallkv_sample(s, 0, NULL);
+        int next = smallkv_sample(s, s->temp, &s->rng);
         if (api_emit_token(s, next, cb, user, &produced) || produced == max_tokens) break;
         if (smallkv_length(s) >= capacity(s)) return skv_error("the context of %d tokens is full", capacity(s));
         if (smallkv_step(s, next)) return -1;

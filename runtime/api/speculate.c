@@ -7,7 +7,7 @@
  *   verify  the LLM appends x, d1..dk in one forward pass (skv_session_verify), each row
  *           exactly the decode step it stands for, so row i's logits are those plain
  *           decoding would have after d_i;
- *   accept  d_i is accepted while it equals the argmax of row i-1; the accepted tokens are
+ *   accept  d_i is accepted while it equals the argmax of row i-1 (sampling: see below); the accepted tokens are
  *           emitted as plain greedy decoding emits them (stop tokens, the callback, max_tokens
  *           end the round where they would have ended plain decoding), and the row after the
  *           last accepted one gives the LLM's own next token;
@@ -26,12 +26,33 @@
  * kept ones. Its pass is then shared: no SLM work but the k - j rejected steps' is added.
  * Exactness therefore rests on skv_session_verify's per-row equality with a step (tested
  * in tests/test_spec.c token for token and logit for logit). The drafter's own numerics do
- * not matter for the output, only for the acceptance rate. */
+ * not matter for the output, only for the acceptance rate.
+ *
+ * Sampling (temperature T > 0) is speculative sampling (Leviathan et al. 2023, Chen et al.
+ * 2023): the drafter draws d_i from q_i = softmax(its logits / T) and keeps q_i; d_i is
+ * accepted with probability min(1, p_i(d_i) / q_i(d_i)), p_i = softmax(row i-1 / T); at the
+ * first rejection the round's next token is drawn from normalise(max(0, p_i - q_i)) (it
+ * opens the next round in place of a draw from the kept row); after k acceptances the next
+ * round draws from row k as usual. Every emitted token is then distributed exactly as plain
+ * sampling's, though the random stream (and so the text for a given seed) differs. */
 #include "api.h"
 #include "common/util.h"
 #include "runtime/session/sampling.h"
 #include <stdlib.h>
 #include <string.h>
+
+/* the distributions the accept rule compares, when sampling */
+static int alloc_sampling(smallkv_session *s, int K) {
+    if (s->temp <= 0 || s->spec_q) return 0;
+    const size_t V = (size_t)s->p->llm->cfg.vocab;
+    if (s->p->slm->cfg.vocab != (int)V)
+        return skv_error("draft: sampled drafts need one vocabulary (SLM %d, LLM %zu tokens)", s->p->slm->cfg.vocab, V);
+    s->spec_q = skv_malloc((size_t)K * V * sizeof(float), "draft distributions");
+    s->spec_p = skv_malloc(V * sizeof(float), "verify distribution");
+    return s->spec_q && s->spec_p ? 0 : -1;
+}
+
+int api_spec_sampling(smallkv_session *s) { return s->draft ? alloc_sampling(s, s->draft) : 0; }
 
 int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K) {
     if (K < 0) return skv_error("draft %d: must be >= 0", K);
@@ -86,6 +107,7 @@ int api_spec_fork(smallkv_session *dst, const smallkv_session *src) {
     dst->draft = src->draft;
     dst->draft_adapt = src->draft_adapt;
     dst->draft_cur = src->draft_cur;
+    if (alloc_sampling(dst, src->draft)) return -1;
     if (!src->drafter) return 0;   /* the policy drafts: forked with the LLM's session */
     if (src->drafter->n > 0 && !(dst->drafter = skv_session_fork(src->drafter))) return -1;
     if (!dst->drafter) {
@@ -97,23 +119,42 @@ int api_spec_fork(smallkv_session *dst, const smallkv_session *src) {
 void api_spec_free(smallkv_session *s) {
     skv_session_free(s->drafter);
     free(s->hist);
+    free(s->spec_q);
+    free(s->spec_p);
     s->drafter = NULL;
     s->hist = NULL;
+    s->spec_q = s->spec_p = NULL;
 }
 
 static int (*draft_hook)(int, int, void *);
 static void *draft_hook_user;
+static float draft_temp_factor = 1;
 void api_spec_set_draft_hook(int (*hook)(int pos, int tok, void *user), void *user) {
     draft_hook = hook;
     draft_hook_user = user;
 }
+void api_spec_set_draft_temp_factor(float factor) { draft_temp_factor = factor > 0 ? factor : 1; }
 
-/* The drafter (holding a prefix of hist) up to date with hist[0..n), then up to k greedy
- * proposals into d. A drafting policy's companion is up to date already: it steps over
- * hist[n-1] (the LLM's token) and its own proposals. Returns how many it proposed, -1 + error. */
+/* A proposal from the SLM's logits after draft step i (position pos): greedy (through the
+ * test hook), or a draw from q_i = softmax(logits / T), q_i kept for the accept rule. */
+static int pick(const float *logits, int pos, int i, void *user) {
+    smallkv_session *s = user;
+    if (s->temp <= 0) {
+        const int d = skv_argmax(logits, s->p->slm->cfg.vocab);
+        return draft_hook ? draft_hook(pos, d, draft_hook_user) : d;
+    }
+    const int V = s->p->llm->cfg.vocab;
+    float *q = s->spec_q + (size_t)i * V;
+    skv_softmax_temp(logits, V, s->temp * draft_temp_factor, q);
+    return skv_sample_probs(q, V, &s->rng);
+}
+
+/* The drafter (holding a prefix of hist) up to date with hist[0..n), then k proposals into d.
+ * A drafting policy's companion is up to date already: it steps over hist[n-1] (the LLM's
+ * token) and its own proposals. Returns how many it proposed, -1 + error. */
 static int draft(smallkv_session *s, int n, int k, int *d) {
     skv_policy *pol = s->s->pol;
-    if (pol->spec_on) return pol->spec_draft(pol, s->hist[n - 1], k, d, draft_hook, draft_hook_user) ? -1 : k;
+    if (pol->spec_on) return pol->spec_draft(pol, s->hist[n - 1], k, d, pick, s) ? -1 : k;
     skv_session *q = s->drafter;
     if (q->n > n && skv_session_truncate(q, n)) return -1;
     /* a long catch-up (the prompt) as a prefill; the few tokens of a round as decode steps,
@@ -123,22 +164,45 @@ static int draft(smallkv_session *s, int n, int k, int *d) {
     }
     while (q->n < n)
         if (skv_session_step(q, s->hist[q->n])) return -1;
-    const int V = q->m->cfg.vocab;
     for (int i = 0; i < k; i++) {
-        d[i] = skv_argmax(skv_session_logits(q), V);
-        if (draft_hook) d[i] = draft_hook(n + i, d[i], draft_hook_user);
+        d[i] = pick(skv_session_logits(q), n + i, i, s);
         if (i + 1 < k && skv_session_step(q, d[i])) return -1;
     }
     return k;
+}
+
+/* How many of the k proposals tok[1..k] the verify rows lg accept. Greedy: those equal to
+ * each row's argmax. Sampled: the accept rule; at a rejection *next is the resampled token
+ * that opens the next round (-1 when every proposal was accepted). */
+static int accept(smallkv_session *s, const float *lg, const int *tok, int k, int *next) {
+    const int V = s->p->llm->cfg.vocab;
+    int j = 0;
+    *next = -1;
+    if (s->temp <= 0) {
+        while (j < k && skv_argmax(lg + (size_t)j * V, V) == tok[j + 1]) j++;
+        return j;
+    }
+    for (; j < k; j++) {
+        int ok;
+        skv_softmax_temp(lg + (size_t)j * V, V, s->temp, s->spec_p);
+        const int t = skv_spec_accept(s->spec_p, s->spec_q + (size_t)j * V, V, tok[j + 1], &s->rng, &ok);
+        if (!ok) {
+            *next = t;
+            break;
+        }
+    }
+    return j;
 }
 
 int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user) {
     const int V = s->p->llm->cfg.vocab, cap = s->s->o.max_ctx;
     const int K = s->draft;
     int tok[64];
-    int produced = 0;
+    int produced = 0, resampled = -1;
     while (produced < max_tokens) {
-        int next = smallkv_sample(s, 0, NULL);
+        /* the round's first token: the resample of the last rejection, or the LLM's own */
+        int next = resampled >= 0 ? resampled : smallkv_sample(s, s->temp, &s->rng);
+        resampled = -1;
         if (api_emit_token(s, next, cb, user, &produced) || produced == max_tokens) break;
         const int n0 = s->s->n;
         if (n0 >= cap) return skv_error("the context of %d tokens is full", cap);
@@ -165,9 +229,7 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
         }
         s->spec_passes++;
         s->spec_drafted += k;
-        const float *lg = v->st->logits;
-        int j = 0;
-        while (j < k && skv_argmax(lg + (size_t)j * V, V) == tok[j + 1]) j++;
+        const int j = accept(s, v->st->logits, tok, k, &resampled);
         s->spec_accepted += j;
         /* adaptive length: longer after a round wholly accepted, shorter after a rejection */
         if (s->draft_adapt) s->draft_cur = j == k ? (k + 2 < K ? k + 2 : K) : (k > 1 ? k - 1 : 1);

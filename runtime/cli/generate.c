@@ -41,8 +41,10 @@ static const char *GEN_USAGE =
     "                   wholly on the GPU; the other policies (those the help marks GPU decode)\n"
     "                   prefill on the CPU and decode on the GPU\n"
     "  --draft K        speculative decoding: the --slm model drafts up to K tokens (at most 10\n"
-    "                   for quantised models) that the LLM checks in one pass; the output is\n"
-    "                   plain greedy decoding's, token for token (CPU, --temp 0). Default policy:\n"
+    "                   for quantised models) that the LLM checks in one pass (CPU); greedy, the\n"
+    "                   output is plain greedy decoding's, token for token; with --temp T the\n"
+    "                   SLM samples its drafts and speculative sampling keeps the output\n"
+    "                   distributed as the LLM's own samples (other draws). Default policy:\n"
     "                   smallkv with --profile (its SLM pass both picks the hot set and drafts),\n"
     "                   else full\n"
     "  --draft-adapt    K is the most a round drafts: 2 more after a round wholly accepted,\n"
@@ -109,7 +111,11 @@ static int print_token(int id, const char *b, size_t len, void *user) {
 
 /* Answer from the session's current logits: sample, stream, step. */
 static int answer(smallkv_pair *p, smallkv_session *s, gen_cfg *g) {
-    if (g->draft) {   /* greedy, with the SLM drafting: the same tokens */
+    if (g->draft) {   /* the SLM drafting: greedy's tokens, or samples of the LLM's distribution */
+        /* each answer gets its own seed from the run's (an LCG step), as the plain loop
+         * below continues one stream across answers */
+        if (g->temp > 0 && smallkv_set_sampling(s, g->temp, g->rng)) return -1;
+        g->rng = g->rng * 6364136223846793005ULL + 1442695040888963407ULL;
         if (smallkv_generate(s, g->n_gen, print_token, NULL) < 0) return -1;
         fputc('\n', stdout);
         fflush(stdout);
@@ -226,7 +232,6 @@ int cmd_generate(int argc, char **argv) {
     if (strcmp(device, "cpu") && strcmp(device, "cuda"))
         return cli_usage_error(GEN_USAGE, "generate: --device must be cpu or cuda, not '%s'", device);
     if (g.draft && !slm) return cli_usage_error(GEN_USAGE, "generate: --draft needs --slm MODEL (the drafter)");
-    if (g.draft && g.temp > 0) return cli_usage_error(GEN_USAGE, "generate: --draft decodes greedily (--temp 0)");
     if (draft_adapt && !g.draft) return cli_usage_error(GEN_USAGE, "generate: --draft-adapt needs --draft K");
     if (!policy_set) o.policy = slm && (profile || !g.draft) ? "smallkv" : "full";
     o.draft = g.draft;

@@ -256,13 +256,14 @@ struct skv_policy {
      *   spec_draft   the companion steps over `first` (the LLM's token at the current
      *                length n) and then greedily over its own proposals: k + 1 steps, the
      *                attention rows of each kept for the verify pass; drafts[0..k) are its
-     *                proposals for positions n+1 .. n+k, each passed through hook when set;
+     *                proposals for positions n+1 .. n+k: pick(logits, position, i, user) of
+     *                its logits after step i when pick is set (it may sample), else argmax;
      *   spec_row     the verify pass decodes row t of the drafted block (-1: the live rows);
      *   spec_keep    the verify kept the first keep rows (1..k+1): the companion forgets the
      *                others, as if it had stepped over exactly those tokens. */
     int (*spec_enable)(skv_policy *p, int kmax);
-    int (*spec_draft)(skv_policy *p, int first, int k, int *drafts, int (*hook)(int pos, int tok, void *user),
-                      void *user);
+    int (*spec_draft)(skv_policy *p, int first, int k, int *drafts,
+                      int (*pick)(const float *logits, int pos, int i, void *user), void *user);
     int (*spec_row)(skv_policy *p, int t);
     int (*spec_keep)(skv_policy *p, int keep);
     bool spec_on;         /* spec_enable succeeded: the verify pass may run (before_forward

@@ -357,9 +357,10 @@ static int sk_spec_enable(skv_policy *p, int kmax) {
     return 0;
 }
 
-static int sk_spec_draft(skv_policy *p, int first, int k, int *drafts, int (*hook)(int, int, void *), void *user) {
+static int sk_spec_draft(skv_policy *p, int first, int k, int *drafts,
+                         int (*pick)(const float *, int, int, void *), void *user) {
     skv_state_smallkv *s = p->st;
-    return skv_slm_guide_draft(s->g, first, k, drafts, hook, user);
+    return skv_slm_guide_draft(s->g, first, k, drafts, pick, user);
 }
 
 /* the view the selection and the marginal weights read: drafted row t, or the live rows */

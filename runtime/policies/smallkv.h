@@ -87,11 +87,12 @@ int skv_slm_guide_take(skv_slm_guide *dst, const skv_slm_guide *base);
 void skv_slm_guide_mem(const skv_slm_guide *g, skv_policy_mem *m);
 /* Drafting (speculative decoding; policy.h spec_*). enable: before any token, a plain
  * guide only; colsum: keep the column sums (else they are not kept while drafting). draft:
- * k + 1 steps from first, rows into sets 0..k, proposals into drafts[0..k). keep: sets
- * keep-1 become the live rows, the SLM's length n0 + keep. -1 + error. */
+ * k + 1 steps from first, rows into sets 0..k, proposals into drafts[0..k) (pick's choice
+ * from each step's logits, argmax without one; pick < 0 is an error). keep: sets keep-1
+ * become the live rows, the SLM's length n0 + keep. -1 + error. */
 int skv_slm_guide_spec_enable(skv_slm_guide *g, int kmax, bool colsum);
-int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts, int (*hook)(int pos, int tok, void *user),
-                        void *user);
+int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts,
+                        int (*pick)(const float *logits, int pos, int i, void *user), void *user);
 int skv_slm_guide_spec_keep(skv_slm_guide *g, int keep);
 
 /* ---- online head matching (smallkv_online.c) ---- */

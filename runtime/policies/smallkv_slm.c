@@ -251,8 +251,8 @@ int skv_slm_guide_spec_enable(skv_slm_guide *g, int kmax, bool colsum) {
     return spec_enable_at(g, kmax, colsum);
 }
 
-int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts, int (*hook)(int pos, int tok, void *user),
-                        void *user) {
+int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts,
+                        int (*pick)(const float *logits, int pos, int i, void *user), void *user) {
     if (!g->spec_kmax) return skv_error("SLM guide: drafting is not enabled");
     if (k < 0 || k > g->spec_kmax) return skv_error("SLM guide: %d drafts (0..%d)", k, g->spec_kmax);
     if (g->pending) return skv_error("SLM guide: the rows of an earlier draft are still pending");
@@ -275,8 +275,11 @@ int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts, int (*h
                     memcpy(g->cs_set[t][l] + (size_t)h * g->max_ctx, g->colsum[l] + (size_t)h * g->max_ctx,
                            (size_t)(n0 + t + 1) * sizeof(float));
         if (t < k) {
-            int d = skv_argmax(g->st->logits, V);
-            if (hook) d = hook(n0 + 1 + t, d, user);
+            const int d = pick ? pick(g->st->logits, n0 + 1 + t, t, user) : skv_argmax(g->st->logits, V);
+            if (d < 0) {
+                g->st->n_past = n0;
+                return skv_error_prefix("SLM draft");
+            }
             drafts[t] = tok = d;
         }
     }
