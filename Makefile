@@ -400,6 +400,8 @@ eval-fidelity: $(SKV)
 eval-ablation: $(SKV)
 	@mkdir -p results
 	$(QEVAL) fidelity --policies $(EVAL_ABLATION) --budgets 0.1,0.2 --batch 32 -o results/qwen-fid2048-ablation.json
+# 15 (length, depth) cells, each with 3 variants (--variants default: own key and phrasing);
+# resumes a single-variant results file, whose records are variant 0
 eval-passkey: $(SKV)
 	@mkdir -p results
 	$(QEVAL) passkey --policies $(EVAL_POLICIES) --budgets 0.1,0.2 -o results/qwen-passkey.json

@@ -154,12 +154,22 @@ int skv_passkey_key(int length, int depth_pct, unsigned seed) {
 static const char *PK_INTRO =
     "There is an important piece of information hidden inside a lot of irrelevant text. Find it and memorize it. "
     "I will quiz you about the important information there.\n\n";
-static const char *PK_QUESTION = "\n\nWhat is the pass key? The pass key is";
+/* Needle = before + key + after. Phrasing 0 is the original wording: results files written
+ * before the variants existed keep meaning the same units. The others vary the words the
+ * model has to match between needle and question, the answer stays the first digits. */
+static const struct { const char *before, *after, *question; } PK_PHRASES[SKV_PASSKEY_PHRASINGS] = {
+    {" The pass key is ", ". Remember it. ", "\n\nWhat is the pass key? The pass key is"},
+    {" Note: the secret code is ", ". Keep it in mind. ", "\n\nWhat is the secret code? The secret code is"},
+    {" My locker number is ", "; I must not forget it. ", "\n\nWhat is my locker number? My locker number is"},
+};
 
 int skv_passkey_build(const skv_tokenizer *t, const char *filler, size_t filler_len, int length, int depth_pct,
-                      int key, int **ctx, int *n_ctx, int **q, int *n_q) {
-    char needle[96];
-    snprintf(needle, sizeof needle, " The pass key is %d. Remember it. ", key);
+                      int key, int phrasing, int **ctx, int *n_ctx, int **q, int *n_q) {
+    if (phrasing < 0 || phrasing >= SKV_PASSKEY_PHRASINGS)
+        return skv_error("passkey: phrasing %d out of range (0..%d)", phrasing, SKV_PASSKEY_PHRASINGS - 1);
+    char needle[128];
+    snprintf(needle, sizeof needle, "%s%d%s", PK_PHRASES[phrasing].before, key, PK_PHRASES[phrasing].after);
+    const char *question = PK_PHRASES[phrasing].question;
     int *intro = NULL, *nd = NULL, *fill = NULL, *out = NULL;
     int ni = skv_eval_tokenize(t, PK_INTRO, strlen(PK_INTRO), skv_tok_add_bos(t), &intro);
     int nn = ni < 0 ? -1 : skv_eval_tokenize(t, needle, strlen(needle), false, &nd);
@@ -184,7 +194,7 @@ int skv_passkey_build(const skv_tokenizer *t, const char *filler, size_t filler_
     memcpy(out + o, fill, (size_t)at * sizeof(int)); o += at;
     memcpy(out + o, nd, (size_t)nn * sizeof(int)); o += nn;
     memcpy(out + o, fill + at, (size_t)(want - at) * sizeof(int)); o += want - at;
-    int nq = skv_eval_tokenize(t, PK_QUESTION, strlen(PK_QUESTION), false, q);
+    int nq = skv_eval_tokenize(t, question, strlen(question), false, q);
     if (nq < 0) goto done;
     *ctx = out; out = NULL;
     *n_ctx = o;

@@ -2,9 +2,10 @@
  *   fidelity documents  N tokens of wikitext2 (wiki.test.raw) or pg-essays (the *.txt files
  *                       concatenated in name order, "\n\n" between), document i = tokens
  *                       [i*N, (i+1)*N) of the corpus (BOS first when the tokenizer adds one);
- *   passkey             intro + pg-essays filler with the needle "The pass key is NNNNN.
- *                       Remember it." inserted after the first sentence end at or after the
- *                       depth fraction of the filler; question fed as decode steps;
+ *   passkey             intro + pg-essays filler with a needle ("The pass key is NNNNN.
+ *                       Remember it." in phrasing 0; two other phrasings) inserted after the
+ *                       first sentence end at or after the depth fraction of the filler; the
+ *                       phrasing's question fed as decode steps;
  *   gsm8k               4-shot CoT prompt from the first 4 problems of train.jsonl, test
  *                       problems in file order;
  *   bbh                 the task's cot-prompts/<task>.txt (after its "-----" line) + the
@@ -24,9 +25,12 @@ int skv_eval_document(const skv_tokenizer *t, const char *text, size_t len, int 
 
 /* Passkey: 5-digit key for (length, depth_pct, seed). */
 int skv_passkey_key(int length, int depth_pct, unsigned seed);
-/* Context of about `length` tokens and the question tokens. 0 or -1 + error. */
+/* Needle / question phrasings: 0 is the original "pass key" one, 1 "secret code", 2 "locker number". */
+#define SKV_PASSKEY_PHRASINGS 3
+/* Context of about `length` tokens and the question tokens, in phrasing 0..SKV_PASSKEY_PHRASINGS-1.
+ * 0 or -1 + error (a phrasing out of range included). */
 int skv_passkey_build(const skv_tokenizer *t, const char *filler, size_t filler_len, int length, int depth_pct,
-                      int key, int **ctx, int *n_ctx, int **q, int *n_q);
+                      int key, int phrasing, int **ctx, int *n_ctx, int **q, int *n_q);
 
 /* GSM8K: one jsonl line's fields (heap strings). -1 + error. */
 int skv_gsm8k_parse(const char *line, size_t len, char **question, char **answer);

@@ -2,7 +2,8 @@
  * Units are aggregated into cells (task, corpus/length, policy, budget):
  *   fidelity / calibration  steps-weighted mean KL, top-1 and NLL (ppl = exp(mean NLL)),
  *                           mean over documents of the per-document p95 KL;
- *   passkey / gsm8k / bbh   accuracy = correct / units.
+ *   passkey / gsm8k / bbh   accuracy = correct / units (a passkey cell: every length, depth
+ *                           and variant).
  * With 95 % intervals (bootstrap.h): percentile bootstrap (2000 replicates, fixed seed) of the
  * mean KL over documents (steps-weighted) and of an accuracy's difference from the full
  * cache's on the same units (paired); Wilson's interval of an accuracy.
@@ -232,7 +233,9 @@ static int svg_fidelity(const char *path, const cells *cs, const char *task, con
     return 1;
 }
 
-/* Passkey heatmaps: one panel per (policy, budget): rows depth, columns length. */
+/* Passkey heatmaps: one panel per (policy, budget): rows depth, columns length; a square
+ * holds all the units of its (length, depth), its variants included: green all found, red
+ * none, olive some, with "found/units" written in it when there are several. */
 static int svg_passkey(const char *path, const skv_eval_store *s, const cells *cs) {
     int lens[16], nl = 0, deps[16], nd = 0;
     const cJSON *r;
@@ -255,7 +258,7 @@ static int svg_passkey(const char *path, const skv_eval_store *s, const cells *c
     FILE *f = fopen(path, "w");
     if (!f) return skv_error("%s: cannot write", path);
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"10\">\n", W, H);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"10\" y=\"16\" font-size=\"12\">passkey accuracy: rows depth %%, columns context tokens (green = found)</text>\n");
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"10\" y=\"16\" font-size=\"12\">passkey found/units: rows depth %%, columns context tokens (green all, olive some, red none)</text>\n");
     int p = 0;
     for (int i = 0; i < cs->n; i++) {
         const cell *c = &cs->c[i];
@@ -276,6 +279,9 @@ static int svg_passkey(const char *path, const skv_eval_store *s, const cells *c
                 const char *col = !n ? "#eee" : ok == n ? "#2ca02c" : ok ? "#bcbd22" : "#d62728";
                 fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"white\"/>\n", ox + 40 + b * cw,
                         oy + 14 + a * chh, cw, chh, col);
+                if (n > 1)   /* colour alone does not tell 1/3 from 2/3 */
+                    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"9\" fill=\"white\">%d/%d</text>\n",
+                            ox + 40 + b * cw + cw / 2, oy + 26 + a * chh, ok, n);
             }
         }
         for (int b = 0; b < nl; b++)

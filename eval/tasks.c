@@ -59,6 +59,8 @@ static const char *EVAL_USAGE =
     "                       LongBench multi_news passages)\n"
     "  --lengths LIST       passkey context lengths (default 1024,2048,4096)\n"
     "  --depths LIST        passkey depths in percent (default 0,25,50,75,100)\n"
+    "  --variants N         passkey units per (length, depth) cell, 1..8 (default 3): variant v\n"
+    "                       has its own key and needle/question phrasing v % 3 (v 0: the original)\n"
     "  --bbh-tasks LIST     (default date_understanding,logical_deduction_five_objects,\n"
     "                       tracking_shuffled_objects_five_objects,multistep_arithmetic_two)\n"
     "  --max-new N          generated tokens at most (gsm8k, bbh: 256; passkey: 8)\n"
@@ -92,6 +94,7 @@ typedef struct {
     int depths[MAXL]; int n_depths;
     char *bbh_tasks[MAXL]; int n_bbh;
     int limit, tokens, prefill, max_new, threads, batch;
+    int variants;                  /* passkey units per (length, depth) */
     const char *slm_depths, *write_profile;   /* depth task */
     double max_kl_rise;
     /* loaded */
@@ -549,23 +552,31 @@ static int run_passkey(eval_cfg *c) {
     size_t len;
     char *filler = skv_eval_corpus(c->data_dir, "pg-essays", &len);
     if (!filler) return cli_fail(NULL);
-    c->work_total = (double)c->n_lengths * c->n_depths * n_cells(c);
+    c->work_total = (double)c->n_lengths * c->n_depths * c->variants * n_cells(c);
     int rc = CLI_OK;
     for (int li = 0; li < c->n_lengths && rc == CLI_OK; li++)
-        for (int di = 0; di < c->n_depths && rc == CLI_OK; di++) {
-            int L = c->lengths[li], D = c->depths[di], key = skv_passkey_key(L, D, 1);
-            int *ctx = NULL, *q = NULL, nc, nq;
-            if (skv_passkey_build(c->llm->tok, filler, len, L, D, key, &ctx, &nc, &q, &nq)) { rc = cli_fail("passkey"); break; }
-            char unit[64], gold[16];
-            snprintf(unit, sizeof unit, "len=%d,depth=%d", L, D);
-            snprintf(gold, sizeof gold, "%d", key);
-            cJSON *uj = cJSON_CreateObject();
-            cJSON_AddNumberToObject(uj, "length", L);
-            cJSON_AddNumberToObject(uj, "depth", D);
-            cJSON_AddNumberToObject(uj, "context_tokens", nc);
-            rc = gen_unit(c, unit, uj, ctx, nc, q, nq, c->max_new > 0 ? c->max_new : 8, passkey_stop, gold, 0);
-            free(ctx); free(q);
-        }
+        for (int di = 0; di < c->n_depths && rc == CLI_OK; di++)
+            for (int v = 0; v < c->variants && rc == CLI_OK; v++) {
+                int L = c->lengths[li], D = c->depths[di], key = skv_passkey_key(L, D, (unsigned)v + 1);
+                int *ctx = NULL, *q = NULL, nc, nq;
+                if (skv_passkey_build(c->llm->tok, filler, len, L, D, key, v % SKV_PASSKEY_PHRASINGS, &ctx, &nc, &q, &nq)) {
+                    rc = cli_fail("passkey");
+                    break;
+                }
+                /* variant 0 keeps the name (and unit JSON) of the single-variant runs, so their
+                 * results files resume and their records still pair with new ones in reports */
+                char unit[64], gold[16];
+                if (v) snprintf(unit, sizeof unit, "len=%d,depth=%d,v=%d", L, D, v);
+                else snprintf(unit, sizeof unit, "len=%d,depth=%d", L, D);
+                snprintf(gold, sizeof gold, "%d", key);
+                cJSON *uj = cJSON_CreateObject();
+                cJSON_AddNumberToObject(uj, "length", L);
+                cJSON_AddNumberToObject(uj, "depth", D);
+                if (v) cJSON_AddNumberToObject(uj, "variant", v);   /* absent: variant 0 */
+                cJSON_AddNumberToObject(uj, "context_tokens", nc);
+                rc = gen_unit(c, unit, uj, ctx, nc, q, nq, c->max_new > 0 ? c->max_new : 8, passkey_stop, gold, 0);
+                free(ctx); free(q);
+            }
     free(filler);
     return rc;
 }
@@ -636,7 +647,7 @@ int cmd_eval(int argc, char **argv) {
     eval_cfg c;
     memset(&c, 0, sizeof c);
     c.kv = "f16";
-    c.tokens = 2048; c.prefill = 512; c.batch = 16;
+    c.tokens = 2048; c.prefill = 512; c.batch = 16; c.variants = 3;
     c.max_kl_rise = 0.05;
     bool tokens_given = false;
     c.data_dir = getenv("SKV_DATA_DIR") && *getenv("SKV_DATA_DIR") ? getenv("SKV_DATA_DIR") : "../shared/data";
@@ -683,6 +694,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--max-new")) ok = cli_int(argc, argv, &i, 1, 1 << 16, &c.max_new);
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &c.threads);
         else if (!strcmp(a, "--batch")) ok = cli_int(argc, argv, &i, 1, 64, &c.batch);
+        else if (!strcmp(a, "--variants")) ok = cli_int(argc, argv, &i, 1, 8, &c.variants);
         else if (a[0] == '-' && a[1] == '-' && skv_policy_any_option(a + 2)) {
             /* a policy option: the default of every cell whose policy has it */
             const skv_opt_desc *od = skv_policy_any_option(a + 2);

@@ -13,7 +13,10 @@
  *   - generation of many cells together (one shared prefill, batched decoding, a cell that
  *     cannot derive prefilling itself) gives each cell the text it gets alone (SmolLM2);
  *   - resume: `smallkv eval` rerun on its own output adds only the missing cells and leaves
- *     the finished ones untouched (SmolLM2; skipped without the model or the binary). */
+ *     the finished ones untouched (SmolLM2; skipped without the model or the binary);
+ *   - passkey phrasings: phrasing 0 is token for token the original needle and question,
+ *     every phrasing holds the key, the questions differ, a phrasing out of range is refused;
+ *     `smallkv eval passkey --variants N`: N units per cell with their own keys, resumable. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -372,6 +375,160 @@ static void test_resume(void **st) {
     unlink(out);
 }
 
+/* ---- passkey: phrasings and variants ---- */
+
+/* the original wording, as literals: phrasing 0 must keep producing exactly these tokens */
+static const char *PK_OLD_INTRO =
+    "There is an important piece of information hidden inside a lot of irrelevant text. Find it and memorize it. "
+    "I will quiz you about the important information there.\n\n";
+static const char *PK_OLD_QUESTION = "\n\nWhat is the pass key? The pass key is";
+
+static void test_passkey_phrasings(void **st) {
+    (void)st;
+    char model[512];
+    if (!test_model_path(model, sizeof model, TEST_SMOL)) TEST_SKIP_MISSING(model);
+    size_t flen = 0;
+    char *filler = skv_eval_corpus(TEST_DATA_DIR, "pg-essays", &flen);
+    if (!filler) TEST_SKIP_MISSING(TEST_DATA_DIR "/pg-essays");
+    skv_model *m = skv_model_load_gguf(model);
+    assert_non_null(m);
+    const skv_tokenizer *t = m->tok;
+    const int L = 300, D = 50, key = skv_passkey_key(L, D, 1);
+    char digits[16], old_needle[96];
+    snprintf(digits, sizeof digits, "%d", key);
+    snprintf(old_needle, sizeof old_needle, " The pass key is %d. Remember it. ", key);
+
+    /* phrasing 0 = intro, filler up to a sentence end, the old needle, the rest of the filler */
+    int *ctx = NULL, *q = NULL, nc = 0, nq = 0;
+    assert_int_equal(skv_passkey_build(t, filler, flen, L, D, key, 0, &ctx, &nc, &q, &nq), 0);
+    int *intro = NULL, *nd = NULL, *oq = NULL, *fill = NULL;
+    const int ni = skv_eval_tokenize(t, PK_OLD_INTRO, strlen(PK_OLD_INTRO), skv_tok_add_bos(t), &intro);
+    const int nn = skv_eval_tokenize(t, old_needle, strlen(old_needle), false, &nd);
+    const int noq = skv_eval_tokenize(t, PK_OLD_QUESTION, strlen(PK_OLD_QUESTION), false, &oq);
+    size_t use = (size_t)L * 8 + 4096;
+    const int nf = skv_eval_tokenize(t, filler, use < flen ? use : flen, false, &fill);
+    const int want = L - ni - nn;
+    assert_true(ni > 0 && nn > 0 && noq > 0 && want > 0 && nf >= want);
+    assert_int_equal(nc, L);
+    assert_int_equal(nq, noq);
+    assert_memory_equal(q, oq, (size_t)nq * sizeof(int));
+    assert_memory_equal(ctx, intro, (size_t)ni * sizeof(int));
+    int at = -1;
+    for (int i = ni; i + nn <= nc && at < 0; i++)
+        if (!memcmp(ctx + i, nd, (size_t)nn * sizeof(int))) at = i - ni;
+    assert_true(at >= want * D / 100 && at < want);          /* at or after the depth */
+    assert_memory_equal(ctx + ni, fill, (size_t)at * sizeof(int));
+    assert_memory_equal(ctx + ni + at + nn, fill + at, (size_t)(want - at) * sizeof(int));
+    free(ctx); free(q); free(intro); free(nd); free(oq); free(fill);
+
+    /* every phrasing: the key's digits in the context, a question of its own */
+    char *qtext[SKV_PASSKEY_PHRASINGS];
+    for (int ph = 0; ph < SKV_PASSKEY_PHRASINGS; ph++) {
+        assert_int_equal(skv_passkey_build(t, filler, flen, L, D, key, ph, &ctx, &nc, &q, &nq), 0);
+        assert_int_equal(nc, L);
+        assert_true(nq > 3);
+        char *text = skv_detokenize(t, ctx, nc);
+        assert_non_null(text);
+        assert_non_null(strstr(text, digits));
+        qtext[ph] = skv_detokenize(t, q, nq);
+        assert_non_null(qtext[ph]);
+        assert_null(strstr(qtext[ph], digits));
+        for (int o = 0; o < ph; o++) assert_string_not_equal(qtext[ph], qtext[o]);
+        print_message("phrasing %d: question '%s'\n", ph, qtext[ph] + 2);
+        free(text); free(ctx); free(q);
+    }
+    assert_string_equal(qtext[0], PK_OLD_QUESTION);
+    for (int ph = 0; ph < SKV_PASSKEY_PHRASINGS; ph++) free(qtext[ph]);
+
+    /* out of range: refused, nothing returned */
+    const int bad[] = {-1, SKV_PASSKEY_PHRASINGS, 100};
+    for (int i = 0; i < 3; i++) {
+        ctx = NULL; q = NULL;
+        assert_int_equal(skv_passkey_build(t, filler, flen, L, D, key, bad[i], &ctx, &nc, &q, &nq), -1);
+        assert_null(ctx);
+        assert_null(q);
+        assert_non_null(strstr(skv_last_error(), "phrasing"));
+    }
+    skv_model_free(m);
+    free(filler);
+}
+
+/* records of a passkey results file: per (length, depth) cell, the units and their golds */
+static void test_passkey_variants(void **st) {
+    (void)st;
+    char bin[512], model[512], out[256], cmd[2048];
+    test_bin_path(bin, sizeof bin, "smallkv");
+    test_model_file(model, sizeof model, TEST_SMOL);
+    if (access(bin, X_OK) || access(model, R_OK) || access(TEST_DATA_DIR "/pg-essays", R_OK)) {
+        print_message("needs %s, %s and " TEST_DATA_DIR "/pg-essays: skipping\n", bin, model);
+        skip();
+    }
+    snprintf(out, sizeof out, "/tmp/skv_test_eval_passkey_%d.json", (int)getpid());
+    unlink(out);
+    const char *common = "--lengths 256 --depths 0,50 --policies full --threads 1";
+    /* out of range: a usage error */
+    const int bad[] = {0, 9};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "%s eval passkey --llm %s %s --variants %d -o %s >/dev/null 2>&1", bin, model, common, bad[i], out);
+        int rc = system(cmd);
+        assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    }
+    snprintf(cmd, sizeof cmd, "%s eval passkey --llm %s %s --variants 2 -o %s 2>/dev/null", bin, model, common, out);
+    assert_int_equal(count_new(cmd), 4);   /* 2 cells x 2 variants */
+    assert_int_equal(count_new(cmd), 0);   /* rerun: resumes, nothing new */
+    skv_eval_store *s = skv_store_load(out);
+    assert_non_null(s);
+    assert_int_equal(skv_store_count(s), 4);
+    const int depths[2] = {0, 50};
+    for (int d = 0; d < 2; d++) {
+        char k0[64], k1[64], g[2][16] = {"", ""};
+        snprintf(k0, sizeof k0, "passkey|len=256,depth=%d|", depths[d]);   /* variant 0: the old name */
+        snprintf(k1, sizeof k1, "passkey|len=256,depth=%d,v=1|", depths[d]);
+        int n = 0;
+        const cJSON *r;
+        cJSON_ArrayForEach(r, s->records) {
+            const char *key = cJSON_GetObjectItem(r, "key")->valuestring;
+            const cJSON *u = cJSON_GetObjectItem(r, "unit");
+            if ((int)cJSON_GetObjectItem(u, "depth")->valuedouble != depths[d]) continue;
+            const int v = strncmp(key, k0, strlen(k0)) ? 1 : 0;
+            if (v) assert_true(!strncmp(key, k1, strlen(k1)));
+            const cJSON *var = cJSON_GetObjectItem(u, "variant");
+            if (v) assert_int_equal((int)var->valuedouble, 1);
+            else assert_null(var);                       /* variant 0's unit as before */
+            snprintf(g[v], sizeof g[v], "%s", cJSON_GetObjectItem(cJSON_GetObjectItem(r, "metrics"), "gold")->valuestring);
+            n++;
+        }
+        assert_int_equal(n, 2);
+        assert_true(strlen(g[0]) == 5 && strlen(g[1]) == 5);
+        assert_string_not_equal(g[0], g[1]);             /* a key per variant */
+        char want[16];
+        snprintf(want, sizeof want, "%d", skv_passkey_key(256, depths[d], 1));
+        assert_string_equal(g[0], want);                 /* variant 0: the old key */
+    }
+    skv_store_free(s);
+    /* more variants later: only the new ones run */
+    snprintf(cmd, sizeof cmd, "%s eval passkey --llm %s %s --variants 3 -o %s 2>/dev/null", bin, model, common, out);
+    assert_int_equal(count_new(cmd), 2);
+    /* the report: a cell counts all its variants; the heatmap shows found / units */
+    char rep[300], svg[320];
+    snprintf(rep, sizeof rep, "%s.md", out);
+    snprintf(svg, sizeof svg, "%s-passkey.svg", out);
+    snprintf(cmd, sizeof cmd, "%s eval report %s -o %s 2>/dev/null", bin, out, rep);
+    assert_int_equal(system(cmd), 0);
+    size_t len = 0;
+    char *md = skv_read_file(rep, &len);
+    assert_non_null(md);
+    assert_non_null(strstr(md, "| full | 1 | 6 |"));
+    free(md);
+    char *sv = skv_read_file(svg, &len);
+    assert_non_null(sv);
+    assert_non_null(strstr(sv, "/3</text>"));
+    free(sv);
+    unlink(svg);
+    unlink(rep);
+    unlink(out);
+}
+
 /* ---- depth: SmallKV at several SLM depths, the choice written into a profile ---- */
 
 static void test_depth_task(void **st) {
@@ -431,6 +588,8 @@ int main(void) {
         cmocka_unit_test(test_fidelity_tiny),
         cmocka_unit_test(test_generate_cells),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_passkey_phrasings),
+        cmocka_unit_test(test_passkey_variants),
         cmocka_unit_test(test_depth_task),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
