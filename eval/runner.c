@@ -1,6 +1,7 @@
 /* runner.c: policy specs, the lock-step teacher-forced fidelity runner and the greedy
  * generation runner of the evaluation harness (see runner.h). */
 #include "runner.h"
+#include "runtime/api/api.h"
 #include "runtime/session/sampling.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
@@ -289,6 +290,77 @@ done:
     if (ss) for (int i = 0; i < n; i++) skv_session_free(ss[i]);
     skv_session_free(base);
     free(ss); free(act); free(pols); free(gen); free(tk); free(idx); free(live);
+    return rc;
+}
+
+/* smallkv_generate's callback: the tokens so far, and the task's stop rule on their text */
+typedef struct {
+    const skv_tokenizer *tok;
+    int *gen, n;
+    skv_eval_stop stop;
+    void *u;
+    bool failed;
+} draft_tokens;
+static int on_draft_token(int id, const char *bytes, size_t len, void *user) {
+    (void)bytes; (void)len;
+    draft_tokens *d = user;
+    d->gen[d->n++] = id;
+    if (!d->stop) return 0;
+    char *text = skv_detokenize(d->tok, d->gen, d->n);
+    if (!text) {
+        d->failed = true;
+        return 1;
+    }
+    const bool st = d->stop(text, d->u);
+    free(text);
+    return st;
+}
+
+int skv_eval_generate_draft(const skv_eval_ctx *c, skv_gen_cell *cells, int n, const int *ctx, int n_ctx, const int *q,
+                            int n_q, int max_new, skv_eval_stop stop, void *u, int draft) {
+    if (!c->slm) return skv_error("generate: drafting needs the SLM");
+    if (n_ctx < 1 || n_q < 0 || max_new < 1) return skv_error("generate: bad sizes (context %d, question %d, new %d)", n_ctx, n_q, max_new);
+    const int max_ctx = n_ctx + n_q + max_new + 1;
+    for (int i = 0; i < n; i++) memset(&cells[i].out, 0, sizeof cells[i].out);
+    smallkv_pair *p = api_pair_borrow(c->llm, c->slm);
+    int *gen = skv_malloc(((size_t)max_new + 1) * sizeof(int), "generated tokens");
+    smallkv_session *s = NULL;
+    int rc = -1;
+    if (!p || !gen) goto done;
+    for (int i = 0; i < n; i++) {
+        skv_gen_out *o = &cells[i].out;
+        double t0 = skv_now();
+        skv_session *ss = skv_eval_session(c, cells[i].pol, cells[i].budget, max_ctx);
+        if (!ss || !(s = api_session_adopt(p, ss, draft))) {
+            skv_error_prefix("%s, draft %d", cells[i].pol->label, draft);
+            goto done;
+        }
+        if (smallkv_prefill(s, ctx, n_ctx)) goto done;
+        o->prefill_s = skv_now() - t0;
+        /* the question as decode steps, as the batched runner feeds it */
+        for (int j = 0; j < n_q; j++)
+            if (smallkv_step(s, q[j])) goto done;
+        t0 = skv_now();
+        draft_tokens d = {.tok = c->llm->tok, .gen = gen, .stop = stop, .u = u};
+        if (smallkv_generate(s, max_new, on_draft_token, &d) < 0 || d.failed) goto done;
+        o->decode_s = skv_now() - t0;
+        o->n_gen = d.n;
+        skv_session_mem_report(s->s, &o->mem);
+        smallkv_stats st;
+        smallkv_get_stats(s, &st);
+        o->spec_passes = st.spec_passes;
+        o->spec_drafted = st.spec_drafted;
+        o->spec_accepted = st.spec_accepted;
+        if (!(o->text = skv_detokenize(c->llm->tok, gen, d.n))) goto done;
+        smallkv_session_free(s);
+        s = NULL;
+    }
+    rc = 0;
+done:
+    if (rc) for (int i = 0; i < n; i++) { free(cells[i].out.text); cells[i].out.text = NULL; }
+    smallkv_session_free(s);
+    smallkv_pair_free(p);
+    free(gen);
     return rc;
 }
 

@@ -9,7 +9,8 @@
  *                  exact);
  *   generate       the same for one context and many cells: one exact prefill derived into
  *                  every cell, the question fed as decode steps, then greedy decoding of all
- *                  cells together until each stops (stop token / stop callback / max_new).
+ *                  cells together until each stops (stop token / stop callback / max_new);
+ *                  with drafts (speculative decoding) each cell alone through the public API.
  * Cells that cannot be derived (a compressed SLM cache, another observation window) prefill
  * themselves; the cell records say which. */
 #ifndef SKV_EVAL_RUN_H
@@ -89,6 +90,7 @@ typedef struct {
     int n_gen;                    /* tokens generated */
     double prefill_s, decode_s;
     skv_session_mem mem;
+    int spec_passes, spec_drafted, spec_accepted;   /* with drafts: LLM verify passes, proposals, accepted */
 } skv_gen_out;
 
 typedef struct {
@@ -103,6 +105,12 @@ typedef struct {
  * -1 + error (no texts left allocated). */
 int skv_eval_generate_cells(const skv_eval_ctx *c, skv_gen_cell *cells, int n, const int *ctx, int n_ctx, const int *q,
                             int n_q, int max_new, skv_eval_stop stop, void *u);
+/* The same with speculative decoding: the context's SLM drafts up to draft tokens a round
+ * (smallkv with its own SLM), smallkv_generate (runtime/api/speculate.c) checks them. Each
+ * cell runs alone (its own prefill, no batching, decode_s its own); greedy, so the texts are
+ * skv_eval_generate_cells' (the verify pass is exact). -1 + error. */
+int skv_eval_generate_draft(const skv_eval_ctx *c, skv_gen_cell *cells, int n, const int *ctx, int n_ctx, const int *q,
+                            int n_q, int max_new, skv_eval_stop stop, void *u, int draft);
 /* One cell (skv_eval_generate_cells with n = 1). */
 int skv_eval_generate(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, const int *ctx, int n_ctx,
                       const int *q, int n_q, int max_new, skv_eval_stop stop, void *u, skv_gen_out *out);

@@ -69,6 +69,10 @@ static const char *EVAL_USAGE =
     "  --threads N          OpenMP threads (default: all cores)\n"
     "  --batch N            cells decoded together per step (default 16); 1 steps them one by\n"
     "                       one and times each fidelity cell (for speed comparisons)\n"
+    "  --draft K            passkey, gsm8k, bbh: speculative decoding, the --slm model drafting\n"
+    "                       up to K tokens a round (smallkv: its own SLM); each cell runs alone,\n"
+    "                       is labelled POLICY+draftK and records LLM passes and accepted drafts;\n"
+    "                       the answers are those without drafts (greedy, exact verify)\n"
     "  -o FILE              results JSON: created, or resumed (units already there are skipped)\n"
     "depth: fidelity of SmallKV (the --policies' smallkv spec, else smallkv) run to each SLM\n"
     "depth, each with the profile's mapping restricted to that depth, timed cell by cell;\n"
@@ -95,6 +99,7 @@ typedef struct {
     char *bbh_tasks[MAXL]; int n_bbh;
     int limit, tokens, prefill, max_new, threads, batch;
     int variants;                  /* passkey units per (length, depth) */
+    int draft;                     /* generation tasks: speculative decoding with K drafts (0: off) */
     const char *slm_depths, *write_profile;   /* depth task */
     double max_kl_rise;
     /* loaded */
@@ -206,7 +211,7 @@ static double cell_budget(const skv_eval_pol *p, double budget) {
 
 static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n) {
     snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s", c->task, unit, p->label,
-             cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) ? c->fp_slm.weight_hash : "-",
+             cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) || c->draft ? c->fp_slm.weight_hash : "-",
              uses_profile(c, p) ? c->prof_sha : "-", c->kv);
 }
 
@@ -235,7 +240,7 @@ static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol
     cJSON_AddItemToObject(r, "options", options_json(p));
     cJSON *m = cJSON_AddObjectToObject(r, "models");
     cJSON_AddItemToObject(m, "llm", fp_json(c->llm_path, &c->fp_llm));
-    if (runs_slm(p) && c->slm) cJSON_AddItemToObject(m, "slm", fp_json(c->slm_path, &c->fp_slm));
+    if ((runs_slm(p) || c->draft) && c->slm) cJSON_AddItemToObject(m, "slm", fp_json(c->slm_path, &c->fp_slm));
     if (uses_profile(c, p)) {
         cJSON *pj = cJSON_AddObjectToObject(m, "profile");
         cJSON_AddStringToObject(pj, "path", c->profile_path);
@@ -508,7 +513,8 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
         }
     c->unit_name = unit;
     c->unit_work = n;
-    if (n && skv_eval_generate_cells(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, NULL)) {
+    if (n && (c->draft ? skv_eval_generate_draft(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, NULL, c->draft)
+                       : skv_eval_generate_cells(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, NULL))) {
         cJSON_Delete(unit_json);
         return cli_fail(unit);
     }
@@ -532,7 +538,15 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
         cJSON_AddBoolToObject(r, "shared_prefill", cells[i].shared_prefill);
         cJSON_AddNumberToObject(r, "prefill_seconds", g->prefill_s);
         cJSON_AddNumberToObject(r, "decode_seconds_all_cells", g->decode_s);
-        cJSON_AddNumberToObject(r, "cells_together", n);
+        cJSON_AddNumberToObject(r, "cells_together", c->draft ? 1 : n);
+        if (c->draft) {
+            cJSON *sp = cJSON_AddObjectToObject(r, "speculative");
+            cJSON_AddNumberToObject(sp, "draft", c->draft);
+            cJSON_AddNumberToObject(sp, "llm_passes", g->spec_passes);
+            cJSON_AddNumberToObject(sp, "drafted", g->spec_drafted);
+            cJSON_AddNumberToObject(sp, "accepted", g->spec_accepted);
+            cJSON_AddNumberToObject(sp, "decode_seconds", g->decode_s);
+        }
         c->work_done += 1;
         if (rc == CLI_OK && skv_store_add(c->store, r)) rc = cli_fail(NULL);
     }
@@ -695,6 +709,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &c.threads);
         else if (!strcmp(a, "--batch")) ok = cli_int(argc, argv, &i, 1, 64, &c.batch);
         else if (!strcmp(a, "--variants")) ok = cli_int(argc, argv, &i, 1, 8, &c.variants);
+        else if (!strcmp(a, "--draft")) ok = cli_int(argc, argv, &i, 0, 10, &c.draft);
         else if (a[0] == '-' && a[1] == '-' && skv_policy_any_option(a + 2)) {
             /* a policy option: the default of every cell whose policy has it */
             const skv_opt_desc *od = skv_policy_any_option(a + 2);
@@ -751,6 +766,18 @@ int cmd_eval(int argc, char **argv) {
             return CLI_USAGE;
         }
         if (runs_slm(&c.pols[i])) need_slm = true;
+        /* drafted cells are other cells: their own label (and so key and report row) */
+        if (c.draft) {
+            const size_t l = strlen(c.pols[i].label);
+            snprintf(c.pols[i].label + l, sizeof c.pols[i].label - l, "+draft%d", c.draft);
+        }
+    }
+    if (c.draft) {
+        if (strcmp(c.task, "passkey") && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh")) {
+            free_cfg(&c);
+            return cli_usage_error(EVAL_USAGE, "eval: --draft is for the generation tasks (passkey, gsm8k, bbh)");
+        }
+        need_slm = true;   /* the drafter */
     }
     if (need_slm && !c.slm_path) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: cells that run an SLM need --slm"); }
     if (c.limit <= 0 && (!strcmp(c.task, "fidelity") || !strcmp(c.task, "calibration") || !strcmp(c.task, "depth"))) c.limit = 1;

@@ -12,6 +12,8 @@
  *     derive against a prefill of its own);
  *   - generation of many cells together (one shared prefill, batched decoding, a cell that
  *     cannot derive prefilling itself) gives each cell the text it gets alone (SmolLM2);
+ *     with drafts (speculative decoding, `smallkv eval --draft K`) the same texts, the verify
+ *     passes counted, and a cell that cannot draft refused;
  *   - resume: `smallkv eval` rerun on its own output adds only the missing cells and leaves
  *     the finished ones untouched (SmolLM2; skipped without the model or the binary);
  *   - passkey phrasings: phrasing 0 is token for token the original needle and question,
@@ -309,6 +311,32 @@ static void test_generate_cells(void **st) {
         cells[i] = (skv_gen_cell){.pol = &pol[i], .budget = 0.3};
     }
     assert_int_equal(skv_eval_generate_cells(&c, cells, NP, ctx, nc, q, nq, 12, NULL, NULL), 0);
+    /* with drafts (the model drafting for itself; smallkv with its own SLM), each cell alone:
+     * the same texts, the verify passes counted; a compressed SLM cache cannot draft */
+    int *q2 = NULL;
+    const char *qs2 = " In the attic, Alice keeps";   /* a continuation, not an early stop token */
+    const int nq2 = skv_eval_tokenize(m->tok, qs2, strlen(qs2), false, &q2);
+    skv_gen_cell pc[NP - 1], dc[NP - 1];
+    for (int i = 0; i < NP - 1; i++) pc[i] = dc[i] = (skv_gen_cell){.pol = &pol[i], .budget = 0.3};
+    assert_int_equal(skv_eval_generate_cells(&c, pc, NP - 1, ctx, nc, q2, nq2, 16, NULL, NULL), 0);
+    assert_int_equal(skv_eval_generate_draft(&c, dc, NP - 1, ctx, nc, q2, nq2, 16, NULL, NULL, 3), 0);
+    for (int i = 0; i < NP - 1; i++) {
+        print_message("%-18s '%s'; draft 3: '%s', %d passes, %d / %d accepted\n", specs[i], pc[i].out.text, dc[i].out.text,
+                      dc[i].out.spec_passes, dc[i].out.spec_accepted, dc[i].out.spec_drafted);
+        assert_int_equal(pc[i].out.n_gen, 16);
+        assert_string_equal(dc[i].out.text, pc[i].out.text);
+        assert_int_equal(dc[i].out.n_gen, pc[i].out.n_gen);
+        assert_true(dc[i].out.spec_passes > 0 && dc[i].out.spec_passes < dc[i].out.n_gen);
+        assert_true(dc[i].out.spec_accepted <= dc[i].out.spec_drafted);
+        assert_true(dc[i].out.mem.hot_used == pc[i].out.mem.hot_used);
+        free(dc[i].out.text);
+        free(pc[i].out.text);
+    }
+    skv_gen_cell bad = {.pol = &pol[NP - 1], .budget = 0.3};
+    assert_int_equal(skv_eval_generate_draft(&c, &bad, 1, ctx, nc, q2, nq2, 12, NULL, NULL, 3), -1);
+    free(q2);
+    assert_non_null(strstr(skv_last_error(), "compressed SLM cache"));
+    assert_null(bad.out.text);
     c.batch = 1;
     for (int i = 0; i < NP; i++) {
         skv_gen_out one;
@@ -369,6 +397,11 @@ static void test_resume(void **st) {
     assert_non_null(strstr(md, "| h2o | 0.5 | 1 |"));
     free(md);
     unlink(rep);
+    /* drafts are for the generation tasks: fidelity refuses them as bad usage */
+    snprintf(cmd, sizeof cmd, "%s eval fidelity --llm %s --slm %s %s --policies full --draft 2 -o %s 2>/dev/null", bin, model,
+             model, common, out);
+    const int st2 = system(cmd);
+    assert_true(WIFEXITED(st2) && WEXITSTATUS(st2) == 2);
     snprintf(rep, sizeof rep, "%s-fidelity-", out);   /* the SVG next to it */
     snprintf(cmd, sizeof cmd, "rm -f %s*.svg", rep);
     assert_int_equal(system(cmd), 0);

@@ -14,6 +14,7 @@ struct smallkv_pair {
     int *map;                 /* (L*H) from the profile, as int */
     const skv_backend *dev;   /* the backend the uploads below are on, or NULL */
     void *dev_llm, *dev_slm;  /* the weights on it (dev_slm NULL without an SLM) */
+    bool borrowed;            /* llm and slm belong to the caller (api_pair_borrow) */
 };
 
 struct smallkv_session {
@@ -69,6 +70,14 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
  * distribution differs from the LLM's and the resample path runs. Process-wide. */
 void api_spec_set_draft_hook(int (*hook)(int pos, int tok, void *user), void *user);
 void api_spec_set_draft_temp_factor(float factor);
+
+/* For the evaluation, which loads its models and builds its sessions itself: a pair over
+ * models the caller keeps owning (smallkv_pair_free leaves them; no profile), and a public
+ * session wrapped around a new, empty engine session ss of that pair's LLM (taken over: freed
+ * with the session, also on error), on the CPU, drafting up to draft tokens a round (0:
+ * none), so that smallkv_prefill / smallkv_step / smallkv_generate run on it. NULL + error. */
+smallkv_pair *api_pair_borrow(const skv_model *llm, const skv_model *slm);
+smallkv_session *api_session_adopt(smallkv_pair *p, skv_session *ss, int draft);
 
 /* Upload the pair's models to be (once; another backend's uploads are released). -1 + error. */
 int api_pair_upload(smallkv_pair *p, const skv_backend *be);

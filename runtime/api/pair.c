@@ -28,6 +28,17 @@ fail:
     return NULL;
 }
 
+smallkv_pair *api_pair_borrow(const skv_model *llm, const skv_model *slm) {
+    if (!llm) { skv_error("api_pair_borrow: no LLM"); return NULL; }
+    smallkv_pair *p = skv_calloc(1, sizeof *p, "model pair");
+    if (!p) return NULL;
+    /* the API never writes a model (device uploads are copies kept in the pair) */
+    p->llm = (skv_model *)llm;
+    p->slm = (skv_model *)slm;
+    p->borrowed = true;
+    return p;
+}
+
 int smallkv_pair_load_profile(smallkv_pair *p, const char *path) {
     if (!p || !path) return skv_error("smallkv_pair_load_profile: bad arguments");
     if (!p->slm) return skv_error("%s: a profile needs an SLM (load the pair with one)", path);
@@ -85,8 +96,10 @@ void smallkv_pair_free(smallkv_pair *p) {
         p->dev->release(p->dev_slm);
         p->dev->release(p->dev_llm);
     }
-    skv_model_free(p->llm);
-    skv_model_free(p->slm);
+    if (!p->borrowed) {
+        skv_model_free(p->llm);
+        skv_model_free(p->slm);
+    }
     skv_profile_free(p->prof);
     free(p->map);
     free(p);

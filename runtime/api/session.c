@@ -83,6 +83,30 @@ fail:
     return NULL;
 }
 
+smallkv_session *api_session_adopt(smallkv_pair *p, skv_session *ss, int draft) {
+    smallkv_session *s = p && ss ? skv_calloc(1, sizeof *s, "session") : NULL;
+    if (!s) {
+        if (p && ss) skv_session_free(ss);
+        else skv_error("api_session_adopt: no pair or session");
+        return NULL;
+    }
+    if (ss->n > 0 || ss->m != p->llm) {
+        skv_session_free(ss);
+        free(s);
+        skv_error("api_session_adopt: the session must be new and of the pair's LLM");
+        return NULL;
+    }
+    s->p = p;
+    s->be = skv_backend_get("cpu");
+    s->s = ss;
+    if (api_spec_init(s, &ss->o, draft)) {
+        skv_session_free(ss);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
 static void detach(smallkv_session *s) {
     if (s->att) s->be->detach(s->att);
     s->att = NULL;
