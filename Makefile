@@ -391,10 +391,10 @@ eval-spec: $(SKV)
 	  mv results/spec-smallkv.txt.tmp results/spec-smallkv.txt
 	@cat results/spec-full.txt results/spec-smallkv.txt
 # acceptance at task scale: GSM8K with the SLM drafting 4 tokens, full cache and SmallKV at
-# 20 % (each cell alone; answers equal the plain cells'; resumable)
+# 20 % (each cell alone; answers equal the plain cells'; resumable); the default layout
 eval-spec-gsm8k: $(SKV)
 	@mkdir -p results
-	$(QEVAL) gsm8k --policies full,smallkv --budgets 0.2 --limit 50 --draft 4 -o results/qwen-gsm8k-draft.json
+	OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) gsm8k --policies full,smallkv --budgets 0.2 --limit 50 --draft 4 -o results/qwen-gsm8k-draft.json
 
 eval: eval-fidelity eval-ablation eval-passkey eval-speed eval-gsm8k eval-bbh eval-report
 # the 1535-step protocol (N = 2048, P = 512), one document per corpus, every policy and budget
