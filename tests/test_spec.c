@@ -34,6 +34,7 @@
 #include "include/smallkv.h"
 #include "runtime/api/api.h"
 #include "runtime/model/model.h"
+#include "runtime/session/sampling.h"
 #include "runtime/session/session.h"
 #include "tests/support/test_util.h"
 
@@ -287,12 +288,7 @@ static void exact_next(const char *policy, double budget, const int *pre, int n,
     smallkv_session *s = session_pol(0, policy, budget);
     temp = save;
     for (int i = 0; i < n; i++) assert_int_equal(smallkv_step(s, pre[i]), 0);
-    const float *x = smallkv_logits(s);
-    const int V = smallkv_vocab(pair);
-    double mx = x[0], z = 0;
-    for (int v = 1; v < V; v++) if (x[v] > mx) mx = x[v];
-    for (int v = 0; v < V; v++) z += exp((x[v] - mx) / T);
-    for (int v = 0; v < V; v++) p[v] = (float)(exp((x[v] - mx) / T) / z);
+    skv_softmax_temp(smallkv_logits(s), smallkv_vocab(pair), T, p);
     smallkv_session_free(s);
 }
 
