@@ -252,7 +252,14 @@ static int svg_passkey(const char *path, const skv_eval_store *s, const cells *c
     for (int i = 0; i < nl; i++) for (int j = i + 1; j < nl; j++) if (lens[j] < lens[i]) { int t = lens[i]; lens[i] = lens[j]; lens[j] = t; }
     for (int i = 0; i < nd; i++) for (int j = i + 1; j < nd; j++) if (deps[j] < deps[i]) { int t = deps[i]; deps[i] = deps[j]; deps[j] = t; }
     int panels = 0;
-    for (int i = 0; i < cs->n; i++) panels += !strcmp(cs->c[i].task, "passkey");
+    bool models = false;   /* more than one model: the panel titles name theirs */
+    const char *first = NULL;
+    for (int i = 0; i < cs->n; i++) {
+        if (strcmp(cs->c[i].task, "passkey")) continue;
+        panels++;
+        if (!first) first = cs->c[i].group;
+        else if (strcmp(first, cs->c[i].group)) models = true;
+    }
     const int cw = 28, chh = 18, pw = nl * cw + 60, ph = nd * chh + 40, cols = 4;
     const int W = cols * pw + 20, H = ((panels + cols - 1) / cols) * ph + 40;
     FILE *f = fopen(path, "w");
@@ -264,13 +271,17 @@ static int svg_passkey(const char *path, const skv_eval_store *s, const cells *c
         const cell *c = &cs->c[i];
         if (strcmp(c->task, "passkey")) continue;
         int ox = 10 + (p % cols) * pw, oy = 30 + (p / cols) * ph;
-        fprintf(f, "<text x=\"%d\" y=\"%d\">%s @ %g</text>\n", ox, oy + 10, c->policy, c->budget);
+        fprintf(f, "<text x=\"%d\" y=\"%d\">%.16s%s%s @ %g</text>\n", ox, oy + 10, models ? c->group : "", models ? ": " : "",
+                c->policy, c->budget);
         for (int a = 0; a < nd; a++) {
             fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%d</text>\n", ox + 36, oy + 26 + a * chh, deps[a]);
             for (int b = 0; b < nl; b++) {
                 int n = 0, ok = 0;
                 cJSON_ArrayForEach(r, s->records) {
                     if (strcmp(jstr(r, "task"), "passkey") || strcmp(jstr(r, "policy"), c->policy) || fabs(jnum(r, "budget") - c->budget) > 1e-9) continue;
+                    /* the panel's model only (a passkey cell's group is its LLM's name) */
+                    if (strcmp(jstr(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "models"), "llm"), "name"),
+                               c->group)) continue;
                     const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "unit");
                     if ((int)jnum(u, "length") != lens[b] || (int)jnum(u, "depth") != deps[a]) continue;
                     n++;
