@@ -18,7 +18,8 @@
  *   - an adaptive draft length (draft_adapt) gives the same tokens for full and smallkv;
  *   - sampling (temperature 0.8) with a drafter sampling from another distribution: the
  *     second and third tokens follow the LLM's own distribution (chi-square), for full and
- *     smallkv, while many proposals are rejected and resampled;
+ *     smallkv, while many proposals are rejected and resampled (under AddressSanitizer a
+ *     tenth of the trials and no statistics);
  *   - refusals: online head matching, a compressed SLM cache, no SLM, too many drafts. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -298,7 +299,16 @@ static void exact_next(const char *policy, double budget, const int *pre, int n,
  * first two (drafted second in a round), follow the LLM's own softmax(logits / T):
  * chi-square far below what a rule keeping the drafter's samples gives. Each trial is a fork
  * of one prefilled session with its own seed. */
+/* Under AddressSanitizer every fork's buffers are poisoned and checked, which makes the
+ * statistics too slow: there the trials only check memory and mechanics (a tenth of them). */
+#if defined(__SANITIZE_ADDRESS__)
+#define STATISTICS 0
+#else
+#define STATISTICS 1
+#endif
+
 static void sampled(const char *policy, double budget, int trials) {
+    if (!STATISTICS) trials /= 10;
     if (!pair) skip();
     const int V = smallkv_vocab(pair);
     const float T = 0.8f;
@@ -337,8 +347,10 @@ static void sampled(const char *policy, double budget, int trials) {
     double x2 = chi_square(cnt, m, p, V, &df);
     print_message("%s: %d trials, %ld of %ld drafts accepted; token 2 | token 1 = %d (%d draws): chi2 %.1f, df %d\n",
                   policy, n, accepted, drafted, a, m, x2, df);
-    assert_true(m >= 100 && df >= 1);
-    assert_true(x2 < df + 6 * sqrt(2.0 * df) + 10);   /* far in the tail for a correct rule */
+    if (STATISTICS) {
+        assert_true(m >= 100 && df >= 1);
+        assert_true(x2 < df + 6 * sqrt(2.0 * df) + 10);   /* far in the tail for a correct rule */
+    }
     const int b = mode_of(t2, t1, a, n, V);
     int pre[2] = {a, b};
     m = 0;
@@ -347,7 +359,7 @@ static void sampled(const char *policy, double budget, int trials) {
     exact_next(policy, budget, pre, 2, T, p);
     x2 = chi_square(cnt, m, p, V, &df);
     print_message("%s: token 3 | tokens 1, 2 = %d, %d (%d draws): chi2 %.1f, df %d\n", policy, a, b, m, x2, df);
-    if (m >= 100 && df >= 1) assert_true(x2 < df + 6 * sqrt(2.0 * df) + 10);
+    if (STATISTICS && m >= 100 && df >= 1) assert_true(x2 < df + 6 * sqrt(2.0 * df) + 10);
     free(t1); free(t2); free(t3); free(cnt); free(p);
     smallkv_session_free(base);
     api_spec_set_draft_temp_factor(1);
