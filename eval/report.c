@@ -148,21 +148,38 @@ static int cmp_cell(const void *a, const void *b) {
     return r;
 }
 
-/* distinct "command @ commit" lines of a task's records */
+/* distinct "command @ commit" lines of a task's records, each with its records' count and
+ * machine time (the sum of each record's share of its unit's wall time, where recorded) */
 static void provenance(FILE *f, const skv_eval_store *s, const char *task) {
     char seen[32][2300];
-    int n = 0;
+    int n = 0, count[32] = {0}, timed[32] = {0};
+    double secs[32] = {0};
     const cJSON *r;
     cJSON_ArrayForEach(r, s->records) {
         if (strcmp(jstr(r, "task"), task)) continue;
         char line[2300];
-        snprintf(line, sizeof line, "`%.2048s` (commit %.40s)", jstr(r, "command"), jstr(r, "git"));
+        snprintf(line, sizeof line, "`%.2048s` (commit %.40s", jstr(r, "command"), jstr(r, "git"));
         int k = 0;
         while (k < n && strcmp(seen[k], line)) k++;
-        if (k == n && n < 32) strcpy(seen[n++], line);
+        if (k == n) {
+            if (n == 32) continue;
+            strcpy(seen[n++], line);
+        }
+        count[k]++;
+        const double us = jnum(r, "unit_seconds"), uc = jnum(r, "unit_cells");
+        if (us > 0 && uc > 0) {
+            secs[k] += us / uc;
+            timed[k]++;
+        }
     }
     fprintf(f, "Produced by:\n\n");
-    for (int i = 0; i < n; i++) fprintf(f, "- %s\n", seen[i]);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "- %s; %d record%s", seen[i], count[i], count[i] == 1 ? "" : "s");
+        if (timed[i])
+            fprintf(f, ", machine time %.*f %s%s", secs[i] < 120 ? 1 : 0, secs[i] < 120 ? secs[i] : secs[i] / 60,
+                    secs[i] < 120 ? "s" : "min", timed[i] < count[i] ? " for those timed" : "");
+        fprintf(f, ")\n");
+    }
     fprintf(f, "\n");
 }
 

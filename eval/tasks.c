@@ -229,6 +229,13 @@ static cJSON *options_json(const skv_eval_pol *p) {
     return o;
 }
 
+/* the wall time of the unit this record came from and how many cells shared it: a record's
+ * share of the machine time is unit_seconds / unit_cells (the report sums it per command) */
+static void add_unit_time(cJSON *r, double seconds, int cells) {
+    cJSON_AddNumberToObject(r, "unit_seconds", seconds);
+    cJSON_AddNumberToObject(r, "unit_cells", cells);
+}
+
 static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol *p, double budget, cJSON *unit) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "key", key);
@@ -425,9 +432,11 @@ static int run_fidelity(eval_cfg *c, bool calibration) {
             if (skv_eval_document(c->llm->tok, text, len, c->tokens, d, &toks) < 0) { free(text); return cli_fail(c->corpora[ci]); }
             c->unit_name = unit;
             c->unit_work = (double)steps * (1 + n);
+            const double t_unit = skv_now();
             int rc = skv_eval_fidelity(&c->ctx, toks, c->tokens, c->prefill, cells, n,
                                        c->prof ? c->prof->map_full : NULL, fid_progress, c);
             free(toks);
+            const double unit_s = skv_now() - t_unit;
             if (rc) { free(text); for (int i = 0; i < n; i++) skv_fid_free(&cells[i].acc); return cli_fail(unit); }
             c->work_done += (double)steps * (1 + npl * c->n_budgets);
             show_progress(c, 0);
@@ -465,6 +474,7 @@ static int run_fidelity(eval_cfg *c, bool calibration) {
                 cJSON_AddBoolToObject(r, "shared_prefill", cells[i].shared_prefill);
                 cJSON_AddNumberToObject(r, "prefill_seconds", cells[i].prefill_s);
                 cJSON_AddNumberToObject(r, "batch", c->ctx.batch > 1 ? c->ctx.batch : 1);
+                add_unit_time(r, unit_s, n);
                 if (cells[i].timed) {   /* decode time of this cell alone (--batch 1) */
                     cJSON_AddNumberToObject(r, "seconds", cells[i].seconds);
                     cJSON_AddNumberToObject(r, "seconds_per_step", cells[i].seconds / (s.steps ? s.steps : 1));
@@ -513,11 +523,13 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
         }
     c->unit_name = unit;
     c->unit_work = n;
+    const double t_unit = skv_now();
     if (n && (c->draft ? skv_eval_generate_draft(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, NULL, c->draft)
                        : skv_eval_generate_cells(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, NULL))) {
         cJSON_Delete(unit_json);
         return cli_fail(unit);
     }
+    const double unit_s = skv_now() - t_unit;
     for (int i = 0; i < n; i++) {
         const skv_eval_pol *pol = cells[i].pol;
         skv_gen_out *g = &cells[i].out;
@@ -539,6 +551,7 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
         cJSON_AddNumberToObject(r, "prefill_seconds", g->prefill_s);
         cJSON_AddNumberToObject(r, "decode_seconds_all_cells", g->decode_s);
         cJSON_AddNumberToObject(r, "cells_together", c->draft ? 1 : n);
+        add_unit_time(r, unit_s, n);
         if (c->draft) {
             cJSON *sp = cJSON_AddObjectToObject(r, "speculative");
             cJSON_AddNumberToObject(sp, "draft", c->draft);

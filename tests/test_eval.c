@@ -394,6 +394,8 @@ static void test_resume(void **st) {
     assert_non_null(md);
     assert_non_null(strstr(md, "| KL 95% CI |"));
     assert_non_null(strstr(md, "Intervals: 95 %"));
+    assert_non_null(strstr(md, "; 2 records, machine time "));   /* each piece's cost */
+    assert_non_null(strstr(md, "; 1 record, machine time "));
     assert_non_null(strstr(md, "| h2o | 0.5 | 1 |"));
     free(md);
     unlink(rep);
