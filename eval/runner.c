@@ -216,6 +216,15 @@ done:
 
 /* ------------------------------------------------------------------ generation */
 
+/* the task's stop rule on the text of gen[0..n): 1 stop, 0 go on, -1 + error */
+static int stop_at(const skv_tokenizer *tok, const int *gen, int n, skv_eval_stop stop, void *u) {
+    char *text = skv_detokenize(tok, gen, n);
+    if (!text) return -1;
+    const bool st = stop(text, u);
+    free(text);
+    return st;
+}
+
 int skv_eval_generate_cells(const skv_eval_ctx *c, skv_gen_cell *cells, int n, const int *ctx, int n_ctx, const int *q,
                             int n_q, int max_new, skv_eval_stop stop, void *u) {
     const int V = c->llm->cfg.vocab;
@@ -264,10 +273,9 @@ int skv_eval_generate_cells(const skv_eval_ctx *c, skv_gen_cell *cells, int n, c
             if (!st) {
                 gen[(size_t)i * (max_new + 1) + o->n_gen++] = next;
                 if (stop) {
-                    char *text = skv_detokenize(tok, gen + (size_t)i * (max_new + 1), o->n_gen);
-                    if (!text) goto done;
-                    st = stop(text, u);
-                    free(text);
+                    const int r = stop_at(tok, gen + (size_t)i * (max_new + 1), o->n_gen, stop, u);
+                    if (r < 0) goto done;
+                    st = r;
                 }
                 if (o->n_gen >= max_new) st = true;
             }
@@ -306,14 +314,9 @@ static int on_draft_token(int id, const char *bytes, size_t len, void *user) {
     draft_tokens *d = user;
     d->gen[d->n++] = id;
     if (!d->stop) return 0;
-    char *text = skv_detokenize(d->tok, d->gen, d->n);
-    if (!text) {
-        d->failed = true;
-        return 1;
-    }
-    const bool st = d->stop(text, d->u);
-    free(text);
-    return st;
+    const int r = stop_at(d->tok, d->gen, d->n, d->stop, d->u);
+    d->failed = r < 0;
+    return r != 0;
 }
 
 int skv_eval_generate_draft(const skv_eval_ctx *c, skv_gen_cell *cells, int n, const int *ctx, int n_ctx, const int *q,
