@@ -2,7 +2,9 @@
  * skv_session_verify / skv_session_truncate) against plain greedy decoding, on SmolLM2 as
  * its own drafter (skipped without models/SmolLM2-135M-Instruct.Q4_1.gguf):
  *   - a verify pass's rows equal single steps bit for bit, and a truncated session steps on
- *     exactly like one that never saw the dropped rows;
+ *     exactly like one that never saw the dropped rows; a session that replays the first
+ *     rows of a fork's verify pass (skv_session_verify_replay) steps on like one that
+ *     stepped them;
  *   - smallkv_generate with draft K = 1, 2, 4 gives the same tokens as draft 0 over 300
  *     tokens, and the same final logits and length; acceptance statistics add up; again
  *     with about a third of the proposals replaced by a wrong token (api_spec_set_draft_hook),
@@ -141,6 +143,64 @@ static void test_verify_rows(void **st) {
     free(rows);
     skv_session_free(a); skv_session_free(b); skv_session_free(c); skv_session_free(h);
     skv_model_free(m);
+}
+
+/* skv_session_verify_replay: a fork verifies 6 rows; the untouched session replays the
+ * first 3 (no LLM pass) and then steps on exactly like a session that stepped those 3
+ * tokens (hot sets, cold tier and policy state included), for a compressing policy with a
+ * cold tier (quest, query-aware) and one without (h2o); bad calls are refused */
+static void replay_policy(const char *policy) {
+    skv_model *m = skv_model_load(SMOL);
+    assert_non_null(m);
+    skv_session_opts o;
+    skv_session_opts_default(&o);
+    o.max_ctx = 256;
+    assert_int_equal(skv_policy_spec_parse(policy, &o.pol), 0);
+    o.budget = 0.3;
+    int prompt[60], tok[6], more[4];
+    test_prompt(prompt, 60, m->cfg.vocab, 21);
+    test_prompt(tok, 6, m->cfg.vocab, 22);
+    test_prompt(more, 4, m->cfg.vocab, 23);
+    skv_session *a = skv_session_new(m, &o), *b = skv_session_new(m, &o);
+    assert_non_null(a); assert_non_null(b);
+    assert_int_equal(skv_session_prefill(a, prompt, 60), 0);
+    assert_int_equal(skv_session_prefill(b, prompt, 60), 0);
+    const int V = m->cfg.vocab;
+    skv_session *v = skv_session_fork(a);
+    assert_non_null(v);
+    assert_int_equal(skv_session_verify(v, tok, 6), 0);
+    assert_int_equal(skv_session_verify_replay(a, v, 0), -1);
+    assert_int_equal(skv_session_verify_replay(a, v, 7), -1);
+    assert_int_equal(skv_session_verify_replay(a, a, 3), -1);   /* not a verified fork */
+    const int restores0 = a->restores;
+    assert_int_equal(skv_session_verify_replay(a, v, 3), 0);
+    assert_int_equal(a->n, 63);
+    for (int t = 0; t < 3; t++) {
+        assert_int_equal(skv_session_step(b, tok[t]), 0);
+        assert_memory_equal(a->st->logits + (size_t)t * V, b->st->logits, (size_t)V * sizeof(float));
+    }
+    assert_int_equal(a->restores, b->restores);
+    assert_true(a->restores >= restores0);
+    /* a second replay of the same fork no longer matches the session's length */
+    assert_int_equal(skv_session_verify_replay(a, v, 3), -1);
+    skv_session_free(v);
+    for (int t = 0; t < 4; t++) {
+        assert_int_equal(skv_session_step(a, more[t]), 0);
+        assert_int_equal(skv_session_step(b, more[t]), 0);
+        assert_memory_equal(a->st->logits, b->st->logits, (size_t)V * sizeof(float));
+    }
+    skv_session_mem ma, mb;
+    skv_session_mem_report(a, &ma);
+    skv_session_mem_report(b, &mb);
+    assert_true(ma.hot_used == mb.hot_used && ma.hot_tokens == mb.hot_tokens);
+    skv_session_free(a); skv_session_free(b);
+    skv_model_free(m);
+}
+static void test_replay(void **st) {
+    (void)st;
+    if (!pair) skip();
+    replay_policy("quest");
+    replay_policy("h2o");
 }
 
 /* replaces the proposal at about a third of the positions by its neighbour id */
@@ -406,6 +466,7 @@ static void test_refusals(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verify_rows),
+        cmocka_unit_test(test_replay),
         cmocka_unit_test(test_identical),
         cmocka_unit_test(test_identical_rejected),
         cmocka_unit_test(test_identical_h2o),
@@ -420,5 +481,7 @@ int main(void) {
         cmocka_unit_test(test_sampled_smallkv),
         cmocka_unit_test(test_refusals),
     };
+    /* SKV_TEST_FILTER=test_replay (a cmocka pattern) runs only the matching cases */
+    if (getenv("SKV_TEST_FILTER")) cmocka_set_test_filter(getenv("SKV_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }

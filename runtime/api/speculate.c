@@ -16,9 +16,10 @@
  *           cache plain decoding would have. A compressing policy evicts as it goes and has
  *           state, so the verify pass runs on a fork (skv_session_fork: hot tier and policy
  *           state copied, cold tier shared); if every row is kept the fork replaces the
- *           session, else it is dropped and the kept rows are verified again on the
- *           untouched session (a second LLM pass, counted in spec_passes). The kept row's
- *           logits become the session's.
+ *           session, else the untouched session replays the kept rows from the q / k / v
+ *           the fork's pass captured (skv_session_verify_replay: per layer and row the
+ *           policy's selection, the decode attention and its update, without the matrix
+ *           products) and the fork is dropped. The kept row's logits become the session's.
  * A policy with a companion model of its own (SmallKV: the SLM that already runs over every
  * token to pick the hot set) drafts with it instead of a drafter session (policy.h spec_*):
  * the companion steps over x, d1 .. dk once, proposing from its logits and keeping each
@@ -218,8 +219,8 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
         tok[0] = next;
         if (draft(s, n0 + 1, k, tok + 1) < 0) return -1;
         /* a policy whose cache only appends rolls back by truncation; the others verify a fork
-         * (cache and policy state copied) and, after a rejection, verify the kept rows again
-         * on the untouched session */
+         * (cache and policy state copied) and, after a rejection, replay the kept rows on the
+         * untouched session */
         const bool trunc = skv_policy_has(s->s->pol, SKV_POLICY_KEEPS_ALL);
         skv_session *v = trunc ? s->s : skv_session_fork(s->s);
         if (!v) return -1;
@@ -245,10 +246,10 @@ int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, v
             skv_session_free(s->s);
             s->s = v;
             s->att = NULL;            /* the CPU backend attaches the session itself */
-        } else {
+        } else {   /* the kept rows replayed on the untouched session: attention only */
+            const int rc = skv_session_verify_replay(s->s, v, keep);
             skv_session_free(v);
-            if (skv_session_verify(s->s, tok, keep)) return -1;
-            s->spec_passes++;
+            if (rc) return -1;
         }
         if (s->s->pol->spec_on && s->s->pol->spec_keep(s->s->pol, keep)) return -1;
         float *l0 = s->s->st->logits;   /* the last kept row's logits become the session's */

@@ -86,6 +86,7 @@ void skv_session_free(skv_session *s) {
     free(s->itmp); free(s->ftmp); free(s->mark); free(s->probs); free(s->scr); free(s->pm); free(s->w);
     free(s->lane_args); free(s->lane_head_p);
     free(s->x_tmp);
+    free(s->vcap);
     skv_batch_free(s->bws);
     free(s);
 }
@@ -232,6 +233,15 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
         /* a verify block (skv_session_verify): row by row, each exactly a decode step's layer */
         const skv_config *c = &s->m->cfg;
         const size_t qs = (size_t)c->n_head * c->head_dim, ks = (size_t)c->n_kv_head * c->head_dim;
+        if (s->in_verify) {   /* keep the rows' inputs for skv_session_verify_replay */
+            const size_t row = qs + 2 * ks;
+            float *cap = s->vcap + (size_t)layer * s->vcap_T * row;
+            for (int t = 0; t < T; t++) {
+                memcpy(cap + t * row, q + t * qs, qs * sizeof(float));
+                memcpy(cap + t * row + qs, k + t * ks, ks * sizeof(float));
+                memcpy(cap + t * row + qs + ks, v + t * ks, ks * sizeof(float));
+            }
+        }
         for (int t = 0; t < T; t++) {
             if (s->in_verify) {
                 s->n_sel = pos0 + t;   /* what a step at this position sees */
@@ -585,6 +595,22 @@ static int gemv_rows(const skv_model *m) {
     return g;
 }
 
+/* Room for T rows of every layer's attention inputs (the capture replay reads). */
+static int verify_capture(skv_session *s, int T) {
+    const skv_config *c = &s->m->cfg;
+    const size_t row = (size_t)(c->n_head + 2 * c->n_kv_head) * c->head_dim;
+    const size_t need = (size_t)c->n_layer * (size_t)T * row;
+    if (need > s->vcap_cap) {
+        float *p = realloc(s->vcap, need * sizeof(float));
+        if (!p) return skv_error("skv_session_verify: out of memory (%zu bytes of captured rows)", need * sizeof(float));
+        s->vcap = p;
+        s->vcap_cap = need;
+    }
+    s->vcap_T = T;
+    s->vcap_n0 = s->n;
+    return 0;
+}
+
 /* Speculative decoding's verify pass (speculate.c): T tokens in one forward, each row's
  * attention exactly a decode step's (sess_attn), logits of every row. */
 int skv_session_verify(skv_session *s, const int *tokens, int T) {
@@ -600,6 +626,7 @@ int skv_session_verify(skv_session *s, const int *tokens, int T) {
         return skv_error("skv_session_verify: %d rows would take the float GEMM path (this model's weights "
                          "decode bit-exactly below %d rows)", T, gmin);
     if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + T)) return -1;
+    if (verify_capture(s, T)) return -1;
     skv_fwd_opts fo = {.logits = SKV_LOGITS_ALL, .attn = sess_attn, .attn_ctx = s};
     s->in_verify = true;
     int rc = skv_forward(s->st, tokens, T, &fo);
@@ -608,6 +635,36 @@ int skv_session_verify(skv_session *s, const int *tokens, int T) {
     if (rc) { s->n_sel = s->n; return -1; }
     s->n += T;
     s->n_sel = s->n;
+    return 0;
+}
+
+int skv_session_verify_replay(skv_session *s, const skv_session *v, int keep) {
+    if (!v || v->m != s->m || !v->vcap || v->vcap_T < 1 || v->vcap_n0 != s->n || v->n != s->n + v->vcap_T ||
+        v->L_act != s->L_act)
+        return skv_error("skv_session_verify_replay: not a verified fork of this session at length %d", s->n);
+    if (keep < 1 || keep > v->vcap_T)
+        return skv_error("skv_session_verify_replay: keep %d of %d verified rows", keep, v->vcap_T);
+    if (!skv_session_verify_ok(s)) return skv_error("skv_session_verify_replay: policy %s cannot verify", s->pol->name);
+    const skv_config *c = &s->m->cfg;
+    const size_t qs = (size_t)c->n_head * c->head_dim, ks = (size_t)c->n_kv_head * c->head_dim, row = qs + 2 * ks;
+    if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + keep)) return -1;
+    int rc = 0;
+    /* the order of the verify pass (layer by layer, rows in order) less the rows not kept */
+    for (int l = 0; l < s->L_act && !rc; l++) {
+        const float *cap = v->vcap + (size_t)l * v->vcap_T * row;
+        for (int t = 0; t < keep && !rc; t++) {
+            s->n_sel = s->n + t;
+            if (s->pol->spec_on && s->pol->spec_row(s->pol, t)) { rc = -1; break; }
+            const float *q = cap + t * row;
+            rc = decode_layer(s, l, q, q + qs, q + qs + ks, s->n + t, s->st->att);
+        }
+    }
+    if (s->pol->spec_on && s->pol->spec_row(s->pol, -1)) rc = -1;
+    if (rc) { s->n_sel = s->n; return -1; }
+    memcpy(s->st->logits, v->st->logits, (size_t)keep * c->vocab * sizeof(float));
+    s->n += keep;
+    s->n_sel = s->n;
+    s->st->n_past = s->n;
     return 0;
 }
 

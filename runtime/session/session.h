@@ -106,6 +106,11 @@ struct skv_session {
     char team_err[256];        /* its message, copied to every thread's error */
     /* batched decode workspace (skv_session_step_batch), owned by the batch's first session */
     skv_batch *bws;
+    /* the last verify pass's attention inputs, for skv_session_verify_replay: per layer
+     * (vcap_T, H*d + 2*Hkv*d) floats, q then k then v of each row (rotated, biased) */
+    float *vcap;
+    size_t vcap_cap;           /* floats allocated */
+    int vcap_T, vcap_n0;       /* rows captured, and the length before them */
 };
 
 skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o);
@@ -150,6 +155,15 @@ skv_session *skv_session_derive(skv_session *base, const skv_session_opts *o);
  * keeps every token (full: its cache only appends), others roll back through a fork. -1 +
  * error; after a verify error the session is in an undefined state (free it). */
 int skv_session_verify(skv_session *s, const int *tokens, int T);
+/* Rollback without a second LLM pass. v is a fork of s (same length as s when forked) on
+ * which skv_session_verify ran over T rows; s appends the first keep (1..T) of them exactly
+ * as plain decoding would have stepped them: per layer and row, the policy's selection,
+ * the decode attention and its step update run again on s from the q / k / v that v's pass
+ * captured, and the logits of rows 0..keep-1 are copied from v. Row t's inputs depend only
+ * on rows before it, so v's first keep rows are what s's own verify of them would compute;
+ * what is skipped is the matrix products (the whole LLM pass but the attention). -1 +
+ * error (then s is in an undefined state). */
+int skv_session_verify_replay(skv_session *s, const skv_session *v, int keep);
 int skv_session_truncate(skv_session *s, int n);
 bool skv_session_verify_ok(const skv_session *s);
 /* The most rows skv_session_verify takes for s (its model's GEMM threshold - 1, at most T_max). */
