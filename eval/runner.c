@@ -334,7 +334,7 @@ int skv_eval_generate_draft(const skv_eval_ctx *c, skv_gen_cell *cells, int n, c
         skv_gen_out *o = &cells[i].out;
         double t0 = skv_now();
         skv_session *ss = skv_eval_session(c, cells[i].pol, cells[i].budget, max_ctx);
-        if (!ss || !(s = api_session_adopt(p, ss, draft))) {
+        if (!ss || !(s = api_session_adopt(p, ss, draft, 0))) {
             skv_error_prefix("%s, draft %d", cells[i].pol->label, draft);
             goto done;
         }

@@ -6,7 +6,8 @@
 # draft run printed the same text as the plain run. docs/performance.md, "Speculative decoding".
 # Environment: OMP_NUM_THREADS (default 2), SPEC_N (128), SPEC_KS ("2 4 6"; aK = --draft K
 # --draft-adapt), SPEC_POLICY (full),
-# SPEC_BUDGET (1; e.g. SPEC_POLICY=h2o SPEC_BUDGET=0.2), SPEC_PROMPTS ("he0 he10 gsm0").
+# SPEC_BUDGET (1; e.g. SPEC_POLICY=h2o SPEC_BUDGET=0.2), SPEC_PROMPTS ("he0 he10 gsm0"),
+# SPEC_VOCAB (0; --draft-vocab N for the draft runs; K vN in SPEC_KS: that run's own N).
 # A policy that runs the SLM itself (smallkv) gets it and the pair's profile in every run,
 # drafts with that same SLM pass, and is also compared with plain full-cache decoding
 # (column vs_full).
@@ -17,6 +18,7 @@ N=${SPEC_N:-128}
 KS=${SPEC_KS:-"2 4 6"}
 POLICY=${SPEC_POLICY:-full}
 BUDGET=${SPEC_BUDGET:-1}
+VOCAB=${SPEC_VOCAB:-0}
 PROMPTS=${SPEC_PROMPTS:-"he0 he10 gsm0"}
 LLM=models/qwen2.5-coder-1.5b.gguf
 SLM=models/qwen2.5-coder-0.5b.gguf
@@ -26,7 +28,7 @@ for f in $LLM $SLM build/bin/smallkv; do [ -e "$f" ] || { echo "spec-bench: $f m
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 scripts/spec-prompts.py "$tmp"
-echo "# spec-bench: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo -dirty), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, policy $POLICY budget $BUDGET, $N tokens"
+echo "# spec-bench: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo -dirty), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, policy $POLICY budget $BUDGET, $N tokens, draft vocabulary $VOCAB"
 printf '%-14s %5s %9s %7s %8s %12s %10s %12s %s\n' prompt K tok/s ratio vs_full passes/tok accepted mean_acc same
 for p in $PROMPTS; do
     chat=""; [ $p = gsm0 ] && chat="--chat"
@@ -38,7 +40,9 @@ for p in $PROMPTS; do
         full=$(sed -n 's/.*decode [0-9]* steps in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$tmp/$p.full.err")
     fi
     for k in 0 $KS; do
-        dk=(--draft ${k#a}); [[ $k == a* ]] && dk+=(--draft-adapt)
+        kk=${k%v*}; voc=$VOCAB; [[ $k == *v* ]] && voc=${k#*v}
+        dk=(--draft ${kk#a}); [[ $kk == a* ]] && dk+=(--draft-adapt)
+        [ "$voc" != 0 ] && dk+=(--draft-vocab $voc)
         pair=(--slm $SLM "${dk[@]}"); [ $k = 0 ] && pair=()
         [ ${#own[@]} -gt 0 ] && pair=("${own[@]}" "${dk[@]}")
         build/bin/smallkv generate --llm $LLM "${pair[@]}" --policy $POLICY --budget $BUDGET $chat --prompt "$(cat $tmp/$p.txt)" \

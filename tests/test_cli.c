@@ -259,7 +259,7 @@ static void test_runs(void **st) {
     }
 }
 
-/* --draft: greedy output equals plain decoding's; sampled output (--temp) repeats with the
+/* --draft (and --draft-vocab): greedy output equals plain decoding's; sampled output (--temp) repeats with the
  * seed and changes with it; usage errors name the missing piece */
 static void test_draft(void **st) {
     (void)st;
@@ -285,6 +285,13 @@ static void test_draft(void **st) {
     snprintf(a, sizeof a, "generate --llm %s --draft 3 %s", smol, q);
     assert_int_equal(run(out, sizeof out, "%s", a), 2);
     assert_non_null(strstr(out, "--draft needs --slm"));
+    /* a draft vocabulary: the same greedy text; only with --draft */
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --draft 3 --draft-vocab 300 %s", smol, smol, q);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    assert_string_equal(out, plain);
+    snprintf(a, sizeof a, "generate --llm %s --slm %s --draft-vocab 300 %s", smol, smol, q);
+    assert_int_equal(run(out, sizeof out, "%s", a), 2);
+    assert_non_null(strstr(out, "--draft-vocab needs --draft"));
 }
 
 int main(void) {

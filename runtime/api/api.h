@@ -47,10 +47,10 @@ struct smallkv_session {
 
 /* Speculative decoding (speculate.c). init: check that s can speculate with K drafts (SLM,
  * CPU, a policy whose verify pass is exact) and make the drafter, unless the policy drafts
- * with its own companion (smallkv); -1 + error. note: tokens appended to the LLM's
+ * with its own companion (smallkv); vocab: the draft vocabulary (smallkv_options.draft_vocab); -1 + error. note: tokens appended to the LLM's
  * sequence (prefill, step). fork: dst takes a copy of src's drafter and history. generate:
  * smallkv_generate with drafts, the same tokens and final state as plain greedy steps. */
-int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K);
+int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K, int vocab);
 void api_spec_note(smallkv_session *s, const int *ids, int n);
 /* After a prefill of the LLM (noted): the drafter prefills the same tokens, so that its
  * prompt counts as prefill time, not as the first draft's. -1 + error. */
@@ -77,7 +77,7 @@ void api_spec_set_draft_temp_factor(float factor);
  * with the session, also on error), on the CPU, drafting up to draft tokens a round (0:
  * none), so that smallkv_prefill / smallkv_step / smallkv_generate run on it. NULL + error. */
 smallkv_pair *api_pair_borrow(const skv_model *llm, const skv_model *slm);
-smallkv_session *api_session_adopt(smallkv_pair *p, skv_session *ss, int draft);
+smallkv_session *api_session_adopt(smallkv_pair *p, skv_session *ss, int draft, int draft_vocab);
 
 /* Upload the pair's models to be (once; another backend's uploads are released). -1 + error. */
 int api_pair_upload(smallkv_pair *p, const skv_backend *be);

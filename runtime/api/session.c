@@ -68,7 +68,7 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     }
     if (!(s->s = skv_session_new(p->llm, &so))) goto fail;
     s->draft_adapt = o.draft_adapt != 0;
-    if (api_spec_init(s, &so, o.draft)) {
+    if (api_spec_init(s, &so, o.draft, o.draft_vocab)) {
         skv_session_free(s->s);
         goto fail;
     }
@@ -83,7 +83,7 @@ fail:
     return NULL;
 }
 
-smallkv_session *api_session_adopt(smallkv_pair *p, skv_session *ss, int draft) {
+smallkv_session *api_session_adopt(smallkv_pair *p, skv_session *ss, int draft, int draft_vocab) {
     smallkv_session *s = p && ss ? skv_calloc(1, sizeof *s, "session") : NULL;
     if (!s) {
         if (p && ss) skv_session_free(ss);
@@ -99,7 +99,7 @@ smallkv_session *api_session_adopt(smallkv_pair *p, skv_session *ss, int draft) 
     s->p = p;
     s->be = skv_backend_get("cpu");
     s->s = ss;
-    if (api_spec_init(s, &ss->o, draft)) {
+    if (api_spec_init(s, &ss->o, draft, draft_vocab)) {
         skv_session_free(ss);
         free(s);
         return NULL;

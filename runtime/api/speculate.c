@@ -55,9 +55,10 @@ static int alloc_sampling(smallkv_session *s, int K) {
 
 int api_spec_sampling(smallkv_session *s) { return s->draft ? alloc_sampling(s, s->draft) : 0; }
 
-int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K) {
+int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K, int vocab) {
     if (K < 0) return skv_error("draft %d: must be >= 0", K);
     if (K == 0) return 0;
+    if (vocab < 0) return skv_error("draft vocabulary %d: must be >= 0 (0: every token)", vocab);
     if (!s->p->slm) return skv_error("draft %d: speculative decoding needs an SLM (the drafter)", K);
     if (!s->s || s->be != skv_backend_get("cpu"))
         return skv_error("draft %d: speculative decoding runs on the CPU only", K);
@@ -67,7 +68,7 @@ int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K) {
                          "per-row decode path)", K, (vmax - 1 < 63 ? vmax - 1 : 63));
     /* a policy with a companion model of its own (SmallKV's SLM) drafts with it */
     skv_policy *pol = s->s->pol;
-    if (pol->spec_enable && pol->spec_enable(pol, K)) return skv_error_prefix("draft %d", K);
+    if (pol->spec_enable && pol->spec_enable(pol, K, vocab)) return skv_error_prefix("draft %d", K);
     if (!skv_session_verify_ok(s->s))
         return skv_error("draft %d: policy %s is not supported with speculative decoding (it runs work of its "
                          "own before or after each token, which a verify pass does not replay exactly)", K,
@@ -79,6 +80,7 @@ int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K) {
     if (skv_policy_spec_default("full", &d.pol)) return -1;
     d.budget = 1;
     d.slm = NULL; d.map = NULL; d.map_depth = 0;
+    d.head_rows = vocab;
     if (!(s->drafter = skv_session_new(s->p->slm, &d))) {
         free(s->hist);
         s->hist = NULL;

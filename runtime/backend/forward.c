@@ -23,6 +23,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,22 @@ static size_t team_act_bytes(const skv_model *m, int n_layers, bool head) {
 
 static size_t up64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* The LM head one row of logits uses: m->output, or its first head_rows rows (rounded up
+ * to whole 8-row groups, which is where the x8 layout and the 4-row kernels split it). */
+static skv_weight head_view(const skv_model *m, const skv_fwd_opts *o) {
+    skv_weight w = m->output;
+    if (o && o->logits == SKV_LOGITS_LAST && o->head_rows > 0) {
+        const int64_t r = ((int64_t)o->head_rows + 7) / 8 * 8;
+        if (r < w.rows) w.rows = r;
+    }
+    return w;
+}
+
+/* -INFINITY for the logits past the head's rows (none without a limit) */
+static void head_fill(float *logits, const skv_weight *w, int vocab) {
+    for (int i = (int)w->rows; i < vocab; i++) logits[i] = -INFINITY;
+}
+
 static int one_region = -1;   /* -1: read SKV_ONE_REGION on first use */
 
 void skv_forward_set_one_region(int on) { __atomic_store_n(&one_region, on ? 1 : 0, __ATOMIC_RELAXED); }
@@ -302,9 +319,11 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
         }
         if (head && !bad) {
             skv_rmsnorm(xb, x, m->out_norm.data, 1, C, c->norm_eps);
-            const skv_weight *o[1] = {&m->output};
+            const skv_weight hv = head_view(m, opts), *o[1] = {&hv};
             float *lg[1] = {s->logits};
             skv_gemv_team(lg, o, 1, xb, act);
+            #pragma omp master
+            head_fill(s->logits, &hv, c->vocab);
         }
         #pragma omp master
         memcpy(s->x, x, (size_t)C * sizeof(float));
@@ -385,7 +404,9 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
     /* final norm and LM head, only for the rows asked for */
     if (opts->logits == SKV_LOGITS_LAST) {
         skv_rmsnorm(s->xb, s->x + (size_t)(T - 1) * C, m->out_norm.data, 1, C, c->norm_eps);
-        skv_matmul(s->logits, s->xb, &m->output, 1);
+        const skv_weight hv = head_view(m, opts);
+        skv_matmul(s->logits, s->xb, &hv, 1);
+        head_fill(s->logits, &hv, c->vocab);
     } else {
         skv_rmsnorm(s->xb, s->x, m->out_norm.data, T, C, c->norm_eps);
         skv_matmul(s->logits, s->xb, &m->output, T);

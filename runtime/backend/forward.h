@@ -53,6 +53,12 @@ typedef struct {
      * `omp for` constructs and returns the same status on every thread; otherwise (the
      * general path, batches) it is called by one thread alone. */
     bool attn_team;
+    /* SKV_LOGITS_LAST only: compute the logits of token ids < head_rows alone (rounded up to
+     * a multiple of 8, at most vocab; 0 = every token) and set the others to -INFINITY. A
+     * drafter's cheaper LM head: byte-level BPE ids follow merge order, so a prefix of the
+     * vocabulary holds the frequent tokens (runtime/api/speculate.c, draft_vocab). The
+     * logits it computes are the same bits as without the limit. */
+    int head_rows;
 } skv_fwd_opts;
 
 skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16);

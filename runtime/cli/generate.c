@@ -49,6 +49,9 @@ static const char *GEN_USAGE =
     "                   else full\n"
     "  --draft-adapt    K is the most a round drafts: 2 more after a round wholly accepted,\n"
     "                   1 fewer after a rejection\n"
+    "  --draft-vocab N  the SLM drafts from the logits of token ids < N only (0: all, the\n"
+    "                   default): its LM head reads that share of its rows (BPE ids follow\n"
+    "                   merge order: the frequent tokens first); output unchanged\n"
     "  --OPTION VALUE   any option of the chosen policy (listed below), e.g. --heavy 0.3,\n"
     "                   --score acc, --no-saliency; an option the policy lacks is ignored with a note\n"
     "Exit status: 0 ok, 1 error (one line on stderr), 2 bad usage.\n"
@@ -176,7 +179,7 @@ int cmd_generate(int argc, char **argv) {
     const char *prompts[MAX_PROMPTS];
     int n_prompts = 0, threads = 0, ctx = 0, seed = 1234;
     bool chat = false, budget_set = false, policy_set = false;
-    int draft_adapt = 0;
+    int draft_adapt = 0, draft_vocab = 0;
     float budget = 0.2f;
     const char *popt_name[MAX_POLICY_OPTS], *popt_val[MAX_POLICY_OPTS];
     int n_popts = 0;
@@ -203,6 +206,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "-n")) ok = cli_int(argc, argv, &i, 0, 1 << 24, &g.n_gen);
         else if (!strcmp(a, "--draft")) ok = cli_int(argc, argv, &i, 0, 63, &g.draft);
         else if (!strcmp(a, "--draft-adapt")) draft_adapt = 1;
+        else if (!strcmp(a, "--draft-vocab")) ok = cli_int(argc, argv, &i, 0, 1 << 24, &draft_vocab);
         else if (!strcmp(a, "--chat")) chat = true;
         else if (!strcmp(a, "--system")) ok = cli_str(argc, argv, &i, &system);
         else if (!strcmp(a, "--temp")) ok = cli_float(argc, argv, &i, 0, 100, &g.temp);
@@ -233,9 +237,11 @@ int cmd_generate(int argc, char **argv) {
         return cli_usage_error(GEN_USAGE, "generate: --device must be cpu or cuda, not '%s'", device);
     if (g.draft && !slm) return cli_usage_error(GEN_USAGE, "generate: --draft needs --slm MODEL (the drafter)");
     if (draft_adapt && !g.draft) return cli_usage_error(GEN_USAGE, "generate: --draft-adapt needs --draft K");
+    if (draft_vocab && !g.draft) return cli_usage_error(GEN_USAGE, "generate: --draft-vocab needs --draft K");
     if (!policy_set) o.policy = slm && (profile || !g.draft) ? "smallkv" : "full";
     o.draft = g.draft;
     o.draft_adapt = draft_adapt;
+    o.draft_vocab = draft_vocab;
     /* the policy spec: --policy and the options given as flags that it has */
     unsigned needs = 0;
     if (smallkv_policy_check(o.policy, &needs)) { cli_fail(NULL); return CLI_ERR; }

@@ -251,7 +251,8 @@ struct skv_policy {
      * the SLM already runs over every token, so its pass drafts at no extra cost). NULL for
      * policies without one.
      *   spec_enable  before the first token: the companion will draft up to kmax tokens a
-     *                round (it then runs all its layers); sets spec_on. -1 + error when it
+     *                round (it then runs all its layers), from the logits of token ids <
+     *                head_rows (0: all; forward.h); sets spec_on. -1 + error when it
      *                cannot (the message says why);
      *   spec_draft   the companion steps over `first` (the LLM's token at the current
      *                length n) and then greedily over its own proposals: k + 1 steps, the
@@ -261,7 +262,7 @@ struct skv_policy {
      *   spec_row     the verify pass decodes row t of the drafted block (-1: the live rows);
      *   spec_keep    the verify kept the first keep rows (1..k+1): the companion forgets the
      *                others, as if it had stepped over exactly those tokens. */
-    int (*spec_enable)(skv_policy *p, int kmax);
+    int (*spec_enable)(skv_policy *p, int kmax, int head_rows);
     int (*spec_draft)(skv_policy *p, int first, int k, int *drafts,
                       int (*pick)(const float *logits, int pos, int i, void *user), void *user);
     int (*spec_row)(skv_policy *p, int t);

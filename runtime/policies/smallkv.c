@@ -345,14 +345,14 @@ fail:
 
 /* ---- speculative decoding: the guide drafts (policy.h spec_*) ---- */
 
-static int sk_spec_enable(skv_policy *p, int kmax) {
+static int sk_spec_enable(skv_policy *p, int kmax, int head_rows) {
     skv_state_smallkv *s = p->st;
     const skv_smallkv_opts *o = p->opts;
     if (!s->g) return skv_error("smallkv: no SLM to draft with");
     if (s->onl)
         return skv_error("smallkv: online head matching changes the policy mid-sequence; speculative decoding needs "
                          "the mapping from a profile");
-    if (skv_slm_guide_spec_enable(s->g, kmax, o->score != SKV_SLM_SCORE_NOW)) return skv_error_prefix("smallkv");
+    if (skv_slm_guide_spec_enable(s->g, kmax, o->score != SKV_SLM_SCORE_NOW, head_rows)) return skv_error_prefix("smallkv");
     p->spec_on = true;
     return 0;
 }

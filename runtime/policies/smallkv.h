@@ -65,6 +65,7 @@ typedef struct skv_slm_guide {
     int run_layers;            /* layers each step runs: depth, or all when drafting */
     int spec_kmax;             /* drafted rows a round holds at most - 1 (0: not drafting) */
     bool spec_colsum;          /* keep column sums while drafting (score acc / mean read them) */
+    int head_rows;             /* drafting: logits of token ids < head_rows only (0: all; forward.h) */
     float ***lr_set, ***cs_set;/* [spec_kmax + 1] -> [depth] -> (h, max_ctx) */
     int pending, pend_n0;      /* drafted rows waiting for the verify, the first one's position */
 } skv_slm_guide;
@@ -86,11 +87,12 @@ skv_slm_guide *skv_slm_guide_fork(const skv_slm_guide *g);
 int skv_slm_guide_take(skv_slm_guide *dst, const skv_slm_guide *base);
 void skv_slm_guide_mem(const skv_slm_guide *g, skv_policy_mem *m);
 /* Drafting (speculative decoding; policy.h spec_*). enable: before any token, a plain
- * guide only; colsum: keep the column sums (else they are not kept while drafting). draft:
+ * guide only; colsum: keep the column sums (else they are not kept while drafting);
+ * head_rows: the draft vocabulary, token ids below it (0: all; skv_fwd_opts.head_rows). draft:
  * k + 1 steps from first, rows into sets 0..k, proposals into drafts[0..k) (pick's choice
  * from each step's logits, argmax without one; pick < 0 is an error). keep: sets keep-1
  * become the live rows, the SLM's length n0 + keep. -1 + error. */
-int skv_slm_guide_spec_enable(skv_slm_guide *g, int kmax, bool colsum);
+int skv_slm_guide_spec_enable(skv_slm_guide *g, int kmax, bool colsum, int head_rows);
 int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts,
                         int (*pick)(const float *logits, int pos, int i, void *user), void *user);
 int skv_slm_guide_spec_keep(skv_slm_guide *g, int keep);

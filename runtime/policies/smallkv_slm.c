@@ -159,6 +159,7 @@ skv_slm_guide *skv_slm_guide_fork(const skv_slm_guide *g) {
     f->run_layers = g->run_layers;
     f->max_ctx = g->max_ctx;
     f->seconds = g->seconds;
+    f->head_rows = g->head_rows;
     f->refs = 1;
     if (g->pending) { skv_error("SLM guide: fork with drafted rows pending"); goto fail; }
     const size_t rows = (size_t)sc->n_head * g->max_ctx;
@@ -244,10 +245,12 @@ fail:
     return -1;
 }
 
-int skv_slm_guide_spec_enable(skv_slm_guide *g, int kmax, bool colsum) {
+int skv_slm_guide_spec_enable(skv_slm_guide *g, int kmax, bool colsum, int head_rows) {
     if (g->sess) return skv_error("a compressed SLM cache (slm_budget < 1) cannot draft (its H2O state does not roll back)");
     if (g->st->n_past > 0) return skv_error("drafting must be enabled before the SLM's first token");
     if (kmax < 1) return skv_error("drafting: %d tokens a round", kmax);
+    if (head_rows < 0) return skv_error("drafting: a draft vocabulary of %d tokens", head_rows);
+    g->head_rows = head_rows;
     return spec_enable_at(g, kmax, colsum);
 }
 
@@ -264,7 +267,8 @@ int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts,
     for (int t = 0; t <= k; t++) {
         row_ptrs(g, g->lr_set[t], cs, lr);
         /* the last step only supplies rows for the verify: no LM head */
-        skv_fwd_opts fo = {.logits = t < k ? SKV_LOGITS_LAST : SKV_LOGITS_NONE, .n_layers = L, .colsum = cs, .lastrow = lr};
+        skv_fwd_opts fo = {.logits = t < k ? SKV_LOGITS_LAST : SKV_LOGITS_NONE, .n_layers = L, .colsum = cs, .lastrow = lr,
+                           .head_rows = g->head_rows};
         if (skv_forward(g->st, &tok, 1, &fo)) {
             g->st->n_past = n0;
             return skv_error_prefix("SLM draft");

@@ -545,7 +545,7 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T) {
     const int n0 = s->n;
     const int w = obs_window(s);
     s->pre_obs_from = n0 + T - w < n0 ? n0 : n0 + T - w;
-    skv_fwd_opts fo = { .attn = sess_attn, .attn_ctx = s, .n_layers = s->o.n_layers };
+    skv_fwd_opts fo = { .attn = sess_attn, .attn_ctx = s, .n_layers = s->o.n_layers, .head_rows = s->o.head_rows };
     s->in_prefill = true;
     for (int t = 0; t < T;) {
         int b = T - t < s->st->T_max ? T - t : s->st->T_max;
@@ -573,6 +573,7 @@ int skv_session_step(skv_session *s, int token) {
     if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + 1)) return -1;
     if (s->pol->before_forward && s->pol->before_forward(s->pol, &token, 1, false)) return -1;
     skv_fwd_opts fo = { .logits = SKV_LOGITS_LAST, .attn = sess_attn, .attn_ctx = s, .n_layers = s->o.n_layers,
+                        .head_rows = s->o.head_rows,
                         .attn_team = true };   /* one parallel region for the step (decode_layer) */
     if (skv_forward(s->st, &token, 1, &fo)) return -1;
     s->n++;

@@ -40,6 +40,8 @@ typedef struct {
     const int *map;            /* [L*H] LLM flat head -> SLM flat head (layer*h + head) */
     int map_depth;             /* SLM layers the mapping's profile chose (0: unknown) */
     int n_layers;              /* run only the first n layers (0 = all; then no logits): SLM use */
+    int head_rows;             /* logits of token ids < head_rows only, the rest -INFINITY (0 =
+                                  all; skv_fwd_opts.head_rows): a drafter's cheaper LM head */
     /* A prefill base (skv_session_derive): one exact prefill that keeps every K/V in the
      * cold tier and every statistic a policy's compression reads (column sums, window sums
      * over obs_rows rows), lets its policy prepare what derived sessions of that policy take
