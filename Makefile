@@ -390,12 +390,13 @@ eval-gsm8k-200: $(SKV)
 	  gsm8k --policies full,smallkv,quest,oracle,snapkv --budgets 0.1 --limit 200 -o results/qwen-gsm8k-200.json
 
 # speculative decoding (scripts/spec-bench.sh, docs/performance.md): the plain full cache
-# and SmallKV at 20 %, each with the SLM drafting 2 / 4 / 6 tokens and adaptively up to 6;
-# greedy text checked identical to plain decoding; run on an otherwise idle machine
+# and SmallKV at 20 %, each with the SLM drafting 2 / 4 (/ 6) tokens, adaptively up to 6, and
+# with a draft vocabulary of 32768 ids; greedy text checked identical to plain decoding; run on
+# an otherwise idle machine
 eval-spec: $(SKV)
 	@mkdir -p results
-	SPEC_KS="2 4 6 a6" scripts/spec-bench.sh > results/spec-full.txt.tmp && mv results/spec-full.txt.tmp results/spec-full.txt
-	SPEC_POLICY=smallkv SPEC_BUDGET=0.2 SPEC_KS="2 4 6 a6" scripts/spec-bench.sh > results/spec-smallkv.txt.tmp && \
+	SPEC_KS="2 4 a6 4v32768" scripts/spec-bench.sh > results/spec-full.txt.tmp && mv results/spec-full.txt.tmp results/spec-full.txt
+	SPEC_POLICY=smallkv SPEC_BUDGET=0.2 SPEC_KS="2 4 6 a6 2v32768 4v32768" scripts/spec-bench.sh > results/spec-smallkv.txt.tmp && \
 	  mv results/spec-smallkv.txt.tmp results/spec-smallkv.txt
 	@cat results/spec-full.txt results/spec-smallkv.txt
 # acceptance at task scale: GSM8K with the SLM drafting 4 tokens, full cache and SmallKV at
