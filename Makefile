@@ -370,7 +370,8 @@ eval-retrieval: $(SKV)
 # equal hot budget and equal total memory (docs/results.md section 11): 4 documents of
 # wikitext2, multi_news and pg-essays; baselines at the hot budget, then given the SLM cache's bytes
 # (41 % of the LLM's full cache at depth 23: 10 % -> 51 %, 20 % -> 61 %), then SmallKV with
-# its SLM cache compressed (slmb) into 10 % / 20 % in total; about 90 min on 2 cores; the
+# its SLM cache compressed (slmb) into 10 % / 20 % in total, and the oracle bound at 10 % / 20 %;
+# about 150 min on 2 cores; the
 # default (8-row) decode layout, unlike the older records
 EQMEM := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) \
 	fidelity --tokens 768 --prefill 512 --limit 4 --corpora wikitext2,multi_news,pg-essays --batch 16 -o results/qwen-equal-memory.json
@@ -380,6 +381,7 @@ eval-equal-memory: $(SKV)
 	$(EQMEM) --policies h2o,streamingllm,snapkv,quest --budgets 0.51,0.61
 	$(EQMEM) --policies smallkv:slmb=0.12,smallkv:score=acc:slmb=0.12 --budgets 0.05
 	$(EQMEM) --policies smallkv:slmb=0.24,smallkv:score=acc:slmb=0.24 --budgets 0.1
+	$(EQMEM) --policies oracle --budgets 0.1,0.2
 
 # GSM8K at 10 % on 200 problems (docs/results.md section 12): SmallKV score=now against
 # Quest, the oracle bound, SnapKV as published and the full cache; the default layout;
