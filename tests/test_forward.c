@@ -424,6 +424,55 @@ static void test_scores_and_early_stop(void **st) {
     release(m);
 }
 
+/* An early stop skips the last run layer's output projection and MLP (forward.h,
+ * skv_fwd_tail_skips_mlp): what the stopped run leaves (K/V of its layers, colsum / lastrow)
+ * must be the bits of a run one layer deeper, on every path: prefill block, one-region
+ * decode, the general decode path and the batched decode. */
+static void test_early_stop_tail(void **st) {
+    (void)st;
+    skv_model *m = smol();
+    if (!m) { skip(); return; }
+    const int D = 3, H = m->cfg.n_head, Hkv = m->cfg.n_kv_head, d = m->cfg.head_dim, S = 32;
+    int ids[16];
+    for (int i = 0; i < 16; i++) ids[i] = 100 + 37 * i;
+    skv_state *s[2];
+    float *cs[2][D + 1], *lr[2][D + 1];
+    skv_fwd_opts o[2];
+    for (int r = 0; r < 2; r++) {
+        s[r] = skv_state_new(m, S, 16, false);
+        assert_non_null(s[r]);
+        for (int l = 0; l <= D; l++) {
+            cs[r][l] = calloc((size_t)H * S, sizeof(float));
+            lr[r][l] = calloc((size_t)H * S, sizeof(float));
+        }
+        o[r] = (skv_fwd_opts){.logits = SKV_LOGITS_NONE, .n_layers = D + r, .colsum = cs[r], .lastrow = lr[r]};
+    }
+    skv_batch *b = skv_batch_new(m, 1);
+    assert_non_null(b);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(skv_forward(s[r], ids, 10, &o[r]), 0);            /* prefill block */
+        assert_int_equal(skv_forward(s[r], ids + 10, 1, &o[r]), 0);        /* one-region decode */
+        skv_forward_set_one_region(0);
+        assert_int_equal(skv_forward(s[r], ids + 11, 1, &o[r]), 0);        /* general path */
+        skv_forward_set_one_region(1);
+        assert_int_equal(skv_forward_batch(b, &s[r], ids + 12, 1, &o[r]), 0);
+    }
+    const size_t kv = (size_t)Hkv * S * d * sizeof(float);
+    for (int l = 0; l < D; l++) {
+        assert_memory_equal(s[0]->k[l], s[1]->k[l], kv);
+        assert_memory_equal(s[0]->v[l], s[1]->v[l], kv);
+        assert_memory_equal(cs[0][l], cs[1][l], (size_t)H * S * sizeof(float));
+        assert_memory_equal(lr[0][l], lr[1][l], (size_t)H * S * sizeof(float));
+    }
+    assert_int_equal(s[0]->n_past, 13);
+    for (int r = 0; r < 2; r++) {
+        for (int l = 0; l <= D; l++) { free(cs[r][l]); free(lr[r][l]); }
+        skv_state_free(s[r]);
+    }
+    skv_batch_free(b);
+    release(m);
+}
+
 /* Bad input: an error message, never a crash. */
 static void test_errors(void **st) {
     (void)st;
@@ -603,6 +652,7 @@ int main(void) {
         T_(test_x8_model),
         T_(test_chunked_prefill),
         T_(test_scores_and_early_stop),
+        T_(test_early_stop_tail),
         T_(test_perplexity),
         T_(test_golden_qwen05_f32),
     };

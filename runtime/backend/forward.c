@@ -309,6 +309,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
                 };
                 skv_attention_team(s->att, qp, s->k[l], s->v[l], &a, att_ws);
             }
+            if (skv_fwd_tail_skips_mlp(l, n_layers, c->n_layer)) break;   /* the same on every thread */
             float *y[2] = {s->xb, NULL};
             skv_gemv_team(y, g.wo, 1, s->att, act);
             for (int i = 0; i < C; i++) x[i] += s->xb[i];
@@ -385,6 +386,7 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
             };
             skv_attention(s->att, s->q, s->k[l], s->v[l], &a);   /* (T, H*d) */
         }
+        if (skv_fwd_tail_skips_mlp(l, n_layers, c->n_layer)) break;
         skv_matmul(s->xb, s->att, &L->wo, T);                /* (T, C) */
         add_into(s->x, s->xb, (size_t)T * C);
         /* MLP block */
@@ -493,6 +495,7 @@ int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n
                 skv_attention(att, q, s->k[l], s->v[l], &a);
             }
         }
+        if (skv_fwd_tail_skips_mlp(l, n_layers, c->n_layer)) break;
         skv_matmul(w->xb, w->att, &L->wo, n);
         add_into(w->x, w->xb, (size_t)n * C);
         skv_rmsnorm(w->xb, w->x, L->ffn_norm.data, n, C, c->norm_eps);

@@ -32,6 +32,14 @@ typedef struct {
 
 typedef enum { SKV_LOGITS_NONE = 0, SKV_LOGITS_LAST = 1, SKV_LOGITS_ALL = 2 } skv_logits_mode;
 
+/* An early stop (n_layers below the model's n_layer, no logits) ends at the last run layer's
+ * attention: that layer's K/V rows and attention probabilities are what its consumers read
+ * (the SLM's cache, colsum / lastrow), while its output projection and MLP would only feed a
+ * layer that does not run. So every forward (CPU, CUDA, batched) skips them there. */
+static inline int skv_fwd_tail_skips_mlp(int l, int n_layers, int n_layer) {
+    return n_layers < n_layer && l == n_layers - 1;
+}
+
 typedef struct {
     skv_logits_mode logits;  /* which rows of logits to compute into s->logits */
     int n_layers;            /* run only the first n layers (0 = all), e.g. SLM early stop;

@@ -553,7 +553,7 @@ static int forward_impl(skv_cuda_state *s, const int *tokens, int T, const skv_f
             (hook ? hook(hctx, l, w->q, w->kx, w->vx, pos0, T, w->att)
                   : attend(s, l, w->att, w->q, w->kx, w->vx, T, pos0, opts->colsum ? opts->colsum[l] : NULL,
                            opts->lastrow ? opts->lastrow[l] : NULL)) != 0 ||
-            wo_mlp(s->dm, l, w, T) != 0)
+            (!skv_fwd_tail_skips_mlp(l, n_layers, c->n_layer) && wo_mlp(s->dm, l, w, T) != 0))
             return skv_error_prefix("skv_cuda_forward (layer %d, %d tokens at %d)", l, T, pos0);
     }
     int rows = 0;
@@ -631,7 +631,8 @@ int skv_cuda_forward_batch(skv_cuda_batch *b, skv_cuda_state **states, const int
                        o && o->lastrow ? o->lastrow[l] : NULL) != 0)
                 return skv_error_prefix("skv_cuda_forward_batch (layer %d, entry %d)", l, i);
         }
-        if (wo_mlp(b->dm, l, w, n) != 0) return skv_error_prefix("skv_cuda_forward_batch (layer %d)", l);
+        if (!skv_fwd_tail_skips_mlp(l, n_layers, c->n_layer) && wo_mlp(b->dm, l, w, n) != 0)
+            return skv_error_prefix("skv_cuda_forward_batch (layer %d)", l);
     }
     /* LM head over all n rows (cheaper than compacting them on the device), then each
      * entry that asked copies its row */
