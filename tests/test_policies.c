@@ -89,6 +89,38 @@ static void test_full_streaming(void **st) {
     skv_kvcache_free(c);
 }
 
+/* A short prompt: while the budget holds fewer tokens than the sinks, the sink count grows
+ * with the sequence, over positions an earlier step evicted for good. Those stay evicted and
+ * their slots go to the candidates (StreamingLLM: the most recent), for every permanent
+ * policy (once an error "neither hot nor in the cold tier" at the first such step). */
+static void test_sinks_after_eviction(void **st) {
+    (void)st;
+    const int n = 14;
+    skv_kvcache *c = cache(1, 1, n);
+    int need[1] = {4}, hot[4] = {0, 1, 2, 12};
+    assert_int_equal(skv_kvcache_hot_reserve(c, 0, need, NULL), 0);
+    assert_int_equal(skv_kvcache_apply(c, 0, 0, hot, 4, NULL, 0), 4);
+    const char *specs[] = {"streamingllm", "h2o", "snapkv:decode=evict"};
+    for (int i = 0; i < 3; i++) {
+        skv_policy *p = mkpol(specs[i], 1, 2, 1);
+        float colsum[2 * 14] = {0}, obs[2 * 14] = {0};
+        skv_prefill_info pi = {.layer = 0, .H = 2, .Hkv = 1, .n0 = 0, .n = n - 1, .stride = 14, .colsum = colsum,
+                               .obs = obs, .obs_rows = 2, .cache = c, .budget = 4};
+        if (p->on_prefill) assert_int_equal(p->on_prefill(p, &pi), 0);
+        bufs b;
+        skv_select_io io = io_for(c, &b, 0, 0, n, n - 1, 4);   /* 4 sinks by default, budget 4 */
+        assert_int_equal(p->select(p, &io), 0);
+        assert_int_equal(io.n_kv, 4);
+        for (int k = 0; k < io.n_kv; k++) assert_true(io.kv_pos[k] < 3 || io.kv_pos[k] >= 12);   /* 3..11 are gone */
+        if (i == 0) {
+            int want[4] = {0, 1, 2, 13};
+            expect(io.kv_pos, io.n_kv, want, 4);
+        }
+        skv_policy_free(p);
+    }
+    skv_kvcache_free(c);
+}
+
 static void test_h2o(void **st) {
     (void)st;
     const int n = 12;
@@ -672,6 +704,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topk_pool),
         cmocka_unit_test(test_full_streaming),
+        cmocka_unit_test(test_sinks_after_eviction),
         cmocka_unit_test(test_h2o),
         cmocka_unit_test(test_snapkv_family),
         cmocka_unit_test(test_smallkv_split),
