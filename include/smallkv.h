@@ -146,6 +146,19 @@ smallkv_session *smallkv_fork(const smallkv_session *s);
 int smallkv_sample(smallkv_session *s, float temperature, unsigned long long *rng);
 typedef int (*smallkv_token_cb)(int id, const char *bytes, size_t len, void *user);
 int smallkv_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user);
+/* smallkv_generate for n sessions of one LLM together (n <= 64), each from its own logits to
+ * its own stop, max_tokens or callback stop; cb(seq, id, bytes, len, user) names the sequence
+ * (0 .. n-1); produced[i]: the tokens sequence i generated. Without drafts every step is one
+ * smallkv_step_batch over the live sequences. With drafts (all sessions must draft, or none)
+ * each round's verify rows of all sequences, each with its own number of drafts and its own
+ * acceptance, go through the LLM in one pass (in several when they would reach the exact
+ * path's row limit), so the weights are read once per round for every sequence. Each
+ * sequence gets exactly the tokens and final state smallkv_generate gives it alone (with
+ * drafts: always; without: while fewer sequences step together than the model's exact-row
+ * limit, forward.h). 0, or -1 + error (then the sessions are in an undefined state). */
+typedef int (*smallkv_batch_token_cb)(int seq, int id, const char *bytes, size_t len, void *user);
+int smallkv_generate_batch(smallkv_session **ss, int n, int max_tokens, smallkv_batch_token_cb cb, void *user,
+                           int *produced);
 /* smallkv_generate's temperature and seed from now on (a request on a fork of a shared
  * context, for instance); as in smallkv_options. -1 + error (temperature outside [0, 100]). */
 int smallkv_set_sampling(smallkv_session *s, float temperature, unsigned long long seed);

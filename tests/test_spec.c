@@ -24,6 +24,8 @@
  *     second and third tokens follow the LLM's own distribution (chi-square), for full and
  *     smallkv, while many proposals are rejected and resampled (under AddressSanitizer a
  *     tenth of the trials and no statistics);
+ *   - smallkv_generate_batch: six sequences (own prompts, policies, draft lengths) verifying
+ *     together, in two passes a round, give each the tokens and state it gets alone;
  *   - refusals: online head matching, a compressed SLM cache, no SLM, too many drafts. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,6 +53,7 @@ static smallkv_pair *pair, *solo, *prof;   /* prof: the self pair with its profi
 static int adapt;                          /* sessions draft with draft_adapt */
 static int dvocab;                         /* sessions draft from ids < dvocab (0: all) */
 static float temp;                         /* sessions sample at this temperature (0: greedy) */
+static smallkv_pair *one_pair;             /* every session of this pair (one LLM to batch) */
 
 static int setup(void **st) {
     (void)st;
@@ -77,7 +80,9 @@ static int on_token(int id, const char *b, size_t len, void *u) {
     return c->stop_at > 0 && c->n >= c->stop_at;
 }
 
-static smallkv_session *session_pol(int draft, const char *policy, double budget) {
+#define PROMPT "Once upon a time, in a small town by the sea, there lived"
+
+static smallkv_session *session_prompt(int draft, const char *policy, double budget, const char *prompt) {
     smallkv_options o;
     smallkv_options_default(&o);
     o.draft = draft;
@@ -87,13 +92,16 @@ static smallkv_session *session_pol(int draft, const char *policy, double budget
     o.policy = policy;
     o.budget = budget;
     o.max_ctx = 512;
-    smallkv_session *s = smallkv_session_new(strncmp(policy, "smallkv", 7) ? pair : prof, &o);
+    smallkv_session *s = smallkv_session_new(one_pair ? one_pair : strncmp(policy, "smallkv", 7) ? pair : prof, &o);
     assert_non_null(s);
     int ids[64];
-    int n = smallkv_tokenize(pair, "Once upon a time, in a small town by the sea, there lived", SMALLKV_TOK_BOS, ids, 64);
+    int n = smallkv_tokenize(pair, prompt, SMALLKV_TOK_BOS, ids, 64);
     assert_true(n > 4 && n <= 64);
     assert_int_equal(smallkv_prefill(s, ids, n), 0);
     return s;
+}
+static smallkv_session *session_pol(int draft, const char *policy, double budget) {
+    return session_prompt(draft, policy, budget, PROMPT);
 }
 
 /* skv_session_verify rows == steps, bit for bit; truncate then step == never stepped */
@@ -310,6 +318,76 @@ static void test_identical_vocab(void **st) {
     dvocab = 0;
 }
 
+/* smallkv_generate_batch: sequences with their own prompts, policies and draft lengths (so
+ * their own acceptance, a third of the proposals spoiled) verify together, in two passes a
+ * round once their rows pass the exact path's limit; each gets the tokens, length and final
+ * logits plain decoding gives it alone, also one that a callback stops early. Then plain
+ * batched generation, and the refusals. */
+typedef struct { collect c[8]; } batch_collect;
+static int on_batch_token(int seq, int id, const char *b, size_t len, void *u) {
+    batch_collect *bc = u;
+    return on_token(id, b, len, &bc->c[seq]);
+}
+static void test_batch_generate(void **st) {
+    (void)st;
+    if (!pair) skip();
+    static const struct { const char *policy; double budget; int draft, prompt, stop_at; } lanes[] = {
+        {"full", 1, 2, 0, 0},        {"h2o", 0.3, 4, 1, 0},   {"smallkv", 0.2, 4, 2, 0},
+        {"quest", 0.3, 4, 0, 57},    {"full", 1, 4, 2, 0},    {"smallkv:score=acc", 0.2, 3, 1, 0},
+    };
+    const char *prompts[] = {PROMPT, "The three laws of motion describe how a body moves when",
+                                    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"};
+    enum { NL = sizeof lanes / sizeof lanes[0] };
+    const int V = smallkv_vocab(pair);
+    api_spec_set_draft_hook(spoil, NULL);
+    one_pair = prof;   /* sessions batch over one loaded LLM */
+    for (int drafting = 1; drafting >= 0; drafting--) {
+        smallkv_session *ref[NL], *ss[NL];
+        collect rc[NL];
+        batch_collect *bc = calloc(1, sizeof *bc);
+        int produced[NL], rows = 0;
+        for (int i = 0; i < NL; i++) {
+            rc[i] = (collect){.stop_at = lanes[i].stop_at};
+            bc->c[i].stop_at = lanes[i].stop_at;
+            ref[i] = session_prompt(0, lanes[i].policy, lanes[i].budget, prompts[lanes[i].prompt]);
+            ss[i] = session_prompt(drafting ? lanes[i].draft : 0, lanes[i].policy, lanes[i].budget, prompts[lanes[i].prompt]);
+            rows += lanes[i].draft + 1;
+        }
+        if (drafting) assert_true(rows > skv_session_verify_max(ss[0]->s));   /* two verify groups a round */
+        const int brc = smallkv_generate_batch(ss, NL, 120, on_batch_token, bc, produced);
+        if (brc) print_message("smallkv_generate_batch: %s\n", smallkv_last_error());
+        assert_int_equal(brc, 0);
+        for (int i = 0; i < NL; i++) {
+            const int n = smallkv_generate(ref[i], 120, on_token, &rc[i]);
+            assert_int_equal(produced[i], n);
+            assert_int_equal(bc->c[i].n, rc[i].n);
+            assert_memory_equal(bc->c[i].ids, rc[i].ids, (size_t)(n < NGEN ? n : NGEN) * sizeof(int));
+            assert_int_equal(smallkv_length(ss[i]), smallkv_length(ref[i]));
+            assert_memory_equal(smallkv_logits(ss[i]), smallkv_logits(ref[i]), (size_t)V * sizeof(float));
+            if (lanes[i].stop_at) assert_int_equal(n, lanes[i].stop_at);
+            smallkv_stats stt;
+            smallkv_get_stats(ss[i], &stt);
+            if (drafting) {
+                assert_true(stt.spec_passes > 0 && stt.spec_passes < n);
+                print_message("batch lane %d (%s, draft %d): %d tokens, %d passes, %d / %d accepted\n", i,
+                              lanes[i].policy, lanes[i].draft, n, stt.spec_passes, stt.spec_accepted, stt.spec_drafted);
+            }
+        }
+        /* refusals: the same session twice; drafting and plain sessions mixed */
+        smallkv_session *twice[2] = {ss[0], ss[0]}, *mixed[2] = {ss[1], ref[1]};
+        assert_int_equal(smallkv_generate_batch(twice, 2, 4, NULL, NULL, produced), -1);
+        assert_non_null(strstr(smallkv_last_error(), "one session"));
+        if (drafting) {
+            assert_int_equal(smallkv_generate_batch(mixed, 2, 4, NULL, NULL, produced), -1);
+            assert_non_null(strstr(smallkv_last_error(), "all or none"));
+        }
+        for (int i = 0; i < NL; i++) { smallkv_session_free(ss[i]); smallkv_session_free(ref[i]); }
+        free(bc);
+    }
+    one_pair = NULL;
+    api_spec_set_draft_hook(NULL, NULL);
+}
+
 /* a callback stop and max_tokens leave plain decoding's state: a second generate continues
  * identically; a fork of a drafting session drafts too */
 static void stops(const char *policy, double budget) {
@@ -509,6 +587,7 @@ int main(void) {
         cmocka_unit_test(test_identical_smallkv_acc),
         cmocka_unit_test(test_identical_adapt),
         cmocka_unit_test(test_identical_vocab),
+        cmocka_unit_test(test_batch_generate),
         cmocka_unit_test(test_stops),
         cmocka_unit_test(test_stops_smallkv),
         cmocka_unit_test(test_sampled),

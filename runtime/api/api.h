@@ -64,6 +64,10 @@ void api_spec_free(smallkv_session *s);
  * tokens handed over. */
 int api_emit_token(smallkv_session *s, int tok, smallkv_token_cb cb, void *user, int *produced);
 int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user);
+/* smallkv_generate_batch for n drafting sessions (n <= 64): each its own callback and user,
+ * produced[i] its token count. 0, or -1 + error. */
+int api_spec_generate_batch(smallkv_session **ss, int n, int max_tokens, smallkv_token_cb *cbs, void **users,
+                            int *produced);
 /* Tests: every greedy proposal passes through hook(position, token, user), which may replace
  * it (so that rejections and rollbacks happen with a self pair); NULL: off. Sampled proposals
  * come from the SLM at temperature x factor (default 1), so that with a self pair the draft's

@@ -273,6 +273,68 @@ int smallkv_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, vo
     return produced;
 }
 
+/* smallkv_generate_batch's per-sequence callback: the caller's, told which sequence. */
+typedef struct {
+    smallkv_batch_token_cb cb;
+    void *user;
+    int seq;
+} batch_cb;
+
+static int batch_tramp(int id, const char *bytes, size_t len, void *user) {
+    const batch_cb *b = user;
+    return b->cb ? b->cb(b->seq, id, bytes, len, b->user) : 0;
+}
+
+int smallkv_generate_batch(smallkv_session **ss, int n, int max_tokens, smallkv_batch_token_cb cb, void *user,
+                           int *produced) {
+    if (!ss || n < 1 || n > 64 || max_tokens < 0 || !produced)
+        return skv_error("smallkv_generate_batch: bad arguments (%d sequences, at most 64)", n);
+    int drafting = 0;
+    for (int i = 0; i < n; i++) {
+        if (!ss[i]) return skv_error("smallkv_generate_batch: sequence %d is NULL", i);
+        if (!ss[i]->has_logits) return skv_error("smallkv_generate_batch: sequence %d: nothing to continue (prefill first)", i);
+        if (ss[i]->p->llm != ss[0]->p->llm) return skv_error("smallkv_generate_batch: sequence %d runs another LLM", i);
+        for (int j = 0; j < i; j++)
+            if (ss[j] == ss[i]) return skv_error("smallkv_generate_batch: sequences %d and %d are one session", j, i);
+        drafting += ss[i]->draft > 0;
+        produced[i] = 0;
+    }
+    if (drafting && drafting < n)
+        return skv_error("smallkv_generate_batch: %d of %d sequences draft; all or none must", drafting, n);
+    batch_cb bc[n];
+    smallkv_token_cb cbs[n];
+    void *users[n];
+    for (int i = 0; i < n; i++) {
+        bc[i] = (batch_cb){.cb = cb, .user = user, .seq = i};
+        cbs[i] = batch_tramp;
+        users[i] = &bc[i];
+    }
+    if (drafting) return api_spec_generate_batch(ss, n, max_tokens, cbs, users, produced);
+    /* plain decoding: every live sequence's next token, then one batched step */
+    bool done[n];
+    memset(done, 0, sizeof done);
+    for (;;) {
+        smallkv_session *step_ss[n];
+        int tk[n], ns = 0;
+        for (int i = 0; i < n; i++) {
+            if (done[i] || produced[i] >= max_tokens) { done[i] = true; continue; }
+            smallkv_session *s = ss[i];
+            const int next = smallkv_sample(s, s->temp, &s->rng);
+            if (next < 0) return -1;
+            if (api_emit_token(s, next, cbs[i], users[i], &produced[i]) || produced[i] == max_tokens) {
+                done[i] = true;
+                continue;
+            }
+            if (smallkv_length(s) >= capacity(s))
+                return skv_error("smallkv_generate_batch: sequence %d: the context of %d tokens is full", i, capacity(s));
+            step_ss[ns] = s;
+            tk[ns++] = next;
+        }
+        if (!ns) return 0;
+        if (smallkv_step_batch(step_ss, tk, ns)) return -1;
+    }
+}
+
 void smallkv_get_stats(const smallkv_session *s, smallkv_stats *st) {
     memset(st, 0, sizeof *st);
     const skv_model *m = s->p->llm;

@@ -197,72 +197,162 @@ static int accept(smallkv_session *s, const float *lg, const int *tok, int k, in
     return j;
 }
 
-int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user) {
-    const int V = s->p->llm->cfg.vocab, cap = s->s->o.max_ctx;
-    const int K = s->draft;
-    int tok[64];
-    int produced = 0, resampled = -1;
-    while (produced < max_tokens) {
-        /* the round's first token: the resample of the last rejection, or the LLM's own */
-        int next = resampled >= 0 ? resampled : smallkv_sample(s, s->temp, &s->rng);
-        resampled = -1;
-        if (api_emit_token(s, next, cb, user, &produced) || produced == max_tokens) break;
-        const int n0 = s->s->n;
-        if (n0 >= cap) return skv_error("the context of %d tokens is full", cap);
-        int k = s->draft_adapt ? s->draft_cur : K;
-        if (k > max_tokens - produced) k = max_tokens - produced;
-        if (k > cap - n0 - 1) k = cap - n0 - 1;
-        if (k < 1) {   /* nothing to draft: a plain step */
-            if (smallkv_step(s, next)) return -1;
-            continue;
-        }
-        const double t0 = skv_now();
-        s->hist[n0] = next;
-        tok[0] = next;
-        if (draft(s, n0 + 1, k, tok + 1) < 0) return -1;
-        /* a policy whose cache only appends rolls back by truncation; the others verify a fork
-         * (cache and policy state copied) and, after a rejection, replay the kept rows on the
-         * untouched session */
-        const bool trunc = skv_policy_has(s->s->pol, SKV_POLICY_KEEPS_ALL);
-        skv_session *v = trunc ? s->s : skv_session_fork(s->s);
-        if (!v) return -1;
-        if (skv_session_verify(v, tok, k + 1)) {
-            if (v != s->s) skv_session_free(v);
-            return -1;
-        }
-        s->spec_passes++;
-        s->spec_drafted += k;
-        const int j = accept(s, v->st->logits, tok, k, &resampled);
-        s->spec_accepted += j;
-        /* adaptive length: longer after a round wholly accepted, shorter after a rejection */
-        if (s->draft_adapt) s->draft_cur = j == k ? (k + 2 < K ? k + 2 : K) : (k > 1 ? k - 1 : 1);
-        /* emit d1..dj as plain decoding would; keep = rows plain decoding would have stepped */
-        int keep = 1, done = 0;
-        for (int i = 1; i <= j; i++) {
-            if (api_emit_token(s, tok[i], cb, user, &produced) || produced == max_tokens) { done = 1; break; }
-            keep = i + 1;
-        }
-        if (trunc) {
-            if (skv_session_truncate(s->s, n0 + keep)) return -1;
-        } else if (keep == k + 1) {   /* everything kept: the fork is the session */
-            skv_session_free(s->s);
-            s->s = v;
-            s->att = NULL;            /* the CPU backend attaches the session itself */
-        } else {   /* the kept rows replayed on the untouched session: attention only */
-            const int rc = skv_session_verify_replay(s->s, v, keep);
-            skv_session_free(v);
-            if (rc) return -1;
-        }
-        if (s->s->pol->spec_on && s->s->pol->spec_keep(s->s->pol, keep)) return -1;
-        float *l0 = s->s->st->logits;   /* the last kept row's logits become the session's */
-        if (keep > 1) memmove(l0, l0 + (size_t)(keep - 1) * V, (size_t)V * sizeof(float));
-        /* the drafter keeps what agrees with the kept rows (it never saw the last proposal) */
-        if (s->drafter && s->drafter->n > n0 + keep && skv_session_truncate(s->drafter, n0 + keep)) return -1;
-        memcpy(s->hist + n0, tok, (size_t)keep * sizeof(int));
-        s->hist_n = n0 + keep;
-        s->decode_s += skv_now() - t0;
-        s->decode_tokens += keep;
-        if (done) break;
+/* One sequence's generation, round by round: open (emit the round's first token, draft,
+ * fork), verify (alone or with other lanes), close (accept, emit, roll back). */
+typedef struct {
+    smallkv_session *s;
+    smallkv_token_cb cb;
+    void *user;
+    int max_tokens, produced, resampled;
+    bool done;
+    /* the open round: tok = x, d1 .. dk verified on v (s->s itself when it truncates) */
+    int n0, k, tok[64];
+    skv_session *v;
+    bool trunc;
+    double secs;      /* the round's time outside the verify pass */
+} spec_lane;
+
+static void drop_round(spec_lane *L) {
+    if (L->k > 0 && L->v && L->v != L->s->s) skv_session_free(L->v);
+    L->v = NULL;
+    L->k = 0;
+}
+
+/* L->k > 0 afterwards: a round waits for its verify; 0: a plain step ran, or L is done. */
+static int round_open(spec_lane *L) {
+    smallkv_session *s = L->s;
+    const int cap = s->s->o.max_ctx, K = s->draft;
+    L->k = 0;
+    if (L->produced >= L->max_tokens) { L->done = true; return 0; }
+    /* the round's first token: the resample of the last rejection, or the LLM's own */
+    const int next = L->resampled >= 0 ? L->resampled : smallkv_sample(s, s->temp, &s->rng);
+    L->resampled = -1;
+    if (api_emit_token(s, next, L->cb, L->user, &L->produced) || L->produced == L->max_tokens) {
+        L->done = true;
+        return 0;
     }
-    return produced;
+    const int n0 = s->s->n;
+    if (n0 >= cap) return skv_error("the context of %d tokens is full", cap);
+    int k = s->draft_adapt ? s->draft_cur : K;
+    if (k > L->max_tokens - L->produced) k = L->max_tokens - L->produced;
+    if (k > cap - n0 - 1) k = cap - n0 - 1;
+    if (k < 1) return smallkv_step(s, next);   /* nothing to draft: a plain step */
+    const double t0 = skv_now();
+    s->hist[n0] = next;
+    L->tok[0] = next;
+    if (draft(s, n0 + 1, k, L->tok + 1) < 0) return -1;
+    /* a policy whose cache only appends rolls back by truncation; the others verify a fork
+     * (cache and policy state copied) and, after a rejection, replay the kept rows on the
+     * untouched session */
+    L->trunc = skv_policy_has(s->s->pol, SKV_POLICY_KEEPS_ALL);
+    L->v = L->trunc ? s->s : skv_session_fork(s->s);
+    if (!L->v) return -1;
+    L->n0 = n0;
+    L->k = k;
+    L->secs = skv_now() - t0;
+    return 0;
+}
+
+/* After the verify of L's rows (verify_s: the time the pass took). */
+static int round_close(spec_lane *L, double verify_s) {
+    smallkv_session *s = L->s;
+    const int V = s->p->llm->cfg.vocab, k = L->k, n0 = L->n0, *tok = L->tok;
+    skv_session *v = L->v;
+    const double t0 = skv_now();
+    L->k = 0;
+    L->v = NULL;
+    s->spec_passes++;
+    s->spec_drafted += k;
+    const int j = accept(s, v->st->logits, tok, k, &L->resampled);
+    s->spec_accepted += j;
+    /* adaptive length: longer after a round wholly accepted, shorter after a rejection */
+    if (s->draft_adapt) s->draft_cur = j == k ? (k + 2 < s->draft ? k + 2 : s->draft) : (k > 1 ? k - 1 : 1);
+    /* emit d1..dj as plain decoding would; keep = rows plain decoding would have stepped */
+    int keep = 1;
+    for (int i = 1; i <= j; i++) {
+        if (api_emit_token(s, tok[i], L->cb, L->user, &L->produced) || L->produced == L->max_tokens) {
+            L->done = true;
+            break;
+        }
+        keep = i + 1;
+    }
+    if (L->trunc) {
+        if (skv_session_truncate(s->s, n0 + keep)) return -1;
+    } else if (keep == k + 1) {   /* everything kept: the fork is the session */
+        skv_session_free(s->s);
+        s->s = v;
+        s->att = NULL;            /* the CPU backend attaches the session itself */
+    } else {   /* the kept rows replayed on the untouched session: attention only */
+        const int rc = skv_session_verify_replay(s->s, v, keep);
+        skv_session_free(v);
+        if (rc) return -1;
+    }
+    if (s->s->pol->spec_on && s->s->pol->spec_keep(s->s->pol, keep)) return -1;
+    float *l0 = s->s->st->logits;   /* the last kept row's logits become the session's */
+    if (keep > 1) memmove(l0, l0 + (size_t)(keep - 1) * V, (size_t)V * sizeof(float));
+    /* the drafter keeps what agrees with the kept rows (it never saw the last proposal) */
+    if (s->drafter && s->drafter->n > n0 + keep && skv_session_truncate(s->drafter, n0 + keep)) return -1;
+    memcpy(s->hist + n0, tok, (size_t)keep * sizeof(int));
+    s->hist_n = n0 + keep;
+    s->decode_s += L->secs + verify_s + (skv_now() - t0);
+    s->decode_tokens += keep;
+    return 0;
+}
+
+/* Every lane to its end. Each round, the open lanes' verify rows go through the LLM together
+ * in groups whose rows stay below the exact per-row path's limit (skv_session_verify_max),
+ * so each lane's output is what it would produce alone. */
+static int run_lanes(spec_lane *ls, int n) {
+    skv_batch *ws = NULL;
+    int rc = 0;
+    for (;;) {
+        int open[n], no = 0, live = 0;
+        for (int i = 0; i < n && !rc; i++) {
+            if (ls[i].done) continue;
+            if (round_open(&ls[i])) rc = -1;
+            else if (ls[i].k > 0) open[no++] = i;
+            live += !ls[i].done;
+        }
+        if (rc || !live) {
+            for (int i = 0; i < no; i++) drop_round(&ls[open[i]]);
+            break;
+        }
+        for (int a = 0; a < no && !rc;) {
+            const int vmax = skv_session_verify_max(ls[open[a]].s->s);
+            skv_session *vs[n];
+            int toks[64], rows[n], ng = 0, R = 0;
+            while (a + ng < no && ng < 64 && R + ls[open[a + ng]].k + 1 <= vmax) {
+                spec_lane *L = &ls[open[a + ng]];
+                memcpy(toks + R, L->tok, (size_t)(L->k + 1) * sizeof(int));
+                vs[ng] = L->v;
+                rows[ng] = L->k + 1;
+                R += rows[ng++];
+            }
+            const double t0 = skv_now();
+            rc = ng == 1 ? skv_session_verify(vs[0], toks, rows[0]) : skv_session_verify_batch(vs, toks, rows, ng, &ws);
+            const double dt = skv_now() - t0;   /* each lane waited the whole pass */
+            for (int g = 0; g < ng && !rc; g++)
+                if (round_close(&ls[open[a + g]], dt)) rc = -1;
+            a += ng;
+        }
+        for (int i = 0; i < no; i++) drop_round(&ls[open[i]]);   /* forks left by an error */
+        if (rc) break;
+    }
+    skv_batch_free(ws);
+    return rc;
+}
+
+int api_spec_generate(smallkv_session *s, int max_tokens, smallkv_token_cb cb, void *user) {
+    spec_lane L = {.s = s, .cb = cb, .user = user, .max_tokens = max_tokens, .resampled = -1};
+    return run_lanes(&L, 1) ? -1 : L.produced;
+}
+
+int api_spec_generate_batch(smallkv_session **ss, int n, int max_tokens, smallkv_token_cb *cbs, void **users,
+                            int *produced) {
+    spec_lane ls[n];
+    for (int i = 0; i < n; i++)
+        ls[i] = (spec_lane){.s = ss[i], .cb = cbs[i], .user = users[i], .max_tokens = max_tokens, .resampled = -1};
+    const int rc = run_lanes(ls, n);
+    for (int i = 0; i < n; i++) produced[i] = ls[i].produced;
+    return rc;
 }

@@ -440,7 +440,12 @@ void skv_batch_free(skv_batch *b) {
 }
 
 int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n, const skv_fwd_opts *opts) {
-    if (!b || !states || !tokens || n < 1 || n > b->n_max)
+    return skv_forward_batch_rows(b, states, tokens, NULL, n, opts);
+}
+
+int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, const int *rows, int n,
+                           const skv_fwd_opts *opts) {
+    if (!b || !states || !tokens || n < 1)
         return skv_error("skv_forward_batch: batch of %d (allowed 1 .. %d)", n, b ? b->n_max : 0);
     const skv_model *m = b->m;
     const skv_config *c = &m->cfg;
@@ -448,80 +453,103 @@ int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n
     const int Q = H * d, KV = Hkv * d;
     static const skv_fwd_opts none = {0};
     const int nl0 = opts ? opts[0].n_layers : 0;
+    int R = 0;   /* stacked rows: entry i's rows[i] rows follow entry i-1's */
     for (int i = 0; i < n; i++) {
         const skv_state *s = states[i];
+        const int T = rows ? rows[i] : 1;
+        if (T < 1) return skv_error("skv_forward_batch: entry %d has %d rows", i, T);
         if (!s || s->m != m) return skv_error("skv_forward_batch: entry %d is not a state of this model", i);
-        if (s->n_past + 1 > s->S_cap)
-            return skv_error("skv_forward_batch: entry %d: KV cache full (%d tokens, capacity %d)", i, s->n_past, s->S_cap);
-        if (tokens[i] < 0 || tokens[i] >= V)
-            return skv_error("skv_forward_batch: entry %d: token id %d out of range (vocab %d)", i, tokens[i], V);
+        if (s->n_past + T > s->S_cap)
+            return skv_error("skv_forward_batch: entry %d: KV cache full (%d + %d tokens, capacity %d)", i, s->n_past, T,
+                             s->S_cap);
+        if (T > s->T_max && opts && opts[i].logits == SKV_LOGITS_ALL)
+            return skv_error("skv_forward_batch: entry %d: %d rows of logits, its state holds %d", i, T, s->T_max);
+        for (int t = 0; t < T; t++)
+            if (tokens[R + t] < 0 || tokens[R + t] >= V)
+                return skv_error("skv_forward_batch: entry %d: token id %d out of range (vocab %d)", i, tokens[R + t], V);
         if (opts && opts[i].n_layers != nl0)
             return skv_error("skv_forward_batch: entry %d runs %d layers, entry 0 runs %d", i, opts[i].n_layers, nl0);
+        R += T;
     }
+    if (R > b->n_max) return skv_error("skv_forward_batch: %d rows (the workspace holds %d)", R, b->n_max);
     const int n_layers = nl0 > 0 && nl0 < c->n_layer ? nl0 : c->n_layer;
     skv_state *w = b->ws;
 
-    #pragma omp parallel for if (n > 4)
-    for (int i = 0; i < n; i++) skv_weight_row(&m->tok_embd, tokens[i], w->x + (size_t)i * C);
-    for (int i = 0; i < n; i++) w->pos[i] = states[i]->n_past;
+    #pragma omp parallel for if (R > 4)
+    for (int r = 0; r < R; r++) skv_weight_row(&m->tok_embd, tokens[r], w->x + (size_t)r * C);
+    for (int i = 0, r = 0; i < n; i++)
+        for (int t = 0; t < (rows ? rows[i] : 1); t++) w->pos[r++] = states[i]->n_past + t;
 
     for (int l = 0; l < n_layers; l++) {
         const skv_layer *L = &m->layers[l];
-        skv_rmsnorm(w->xb, w->x, L->attn_norm.data, n, C, c->norm_eps);
-        {   /* q (T, H*d), kx (T, Hkv*d), vx (T, Hkv*d): one pass over xb */
+        skv_rmsnorm(w->xb, w->x, L->attn_norm.data, R, C, c->norm_eps);
+        {   /* q (R, H*d), kx (R, Hkv*d), vx (R, Hkv*d): one pass over xb */
             float *ys[3] = {w->q, w->kx, w->vx};
             const skv_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
-            skv_matmul_multi(ys, ws, 3, w->xb, n);
+            skv_matmul_multi(ys, ws, 3, w->xb, R);
         }
-        add_qkv_bias(w->q, w->kx, w->vx, L, n, Q, KV);
-        skv_rope(w->q, w->pos, n, H, d, c->rope_theta, c->rope_mode);   /* row i at pos[i] */
-        skv_rope(w->kx, w->pos, n, Hkv, d, c->rope_theta, c->rope_mode);
-        for (int i = 0; i < n; i++) {
+        add_qkv_bias(w->q, w->kx, w->vx, L, R, Q, KV);
+        skv_rope(w->q, w->pos, R, H, d, c->rope_theta, c->rope_mode);   /* row r at pos[r] */
+        skv_rope(w->kx, w->pos, R, Hkv, d, c->rope_theta, c->rope_mode);
+        for (int i = 0, r = 0; i < n; i++) {
             skv_state *s = states[i];
+            const int T = rows ? rows[i] : 1;
             const skv_fwd_opts *o = opts ? &opts[i] : &none;
-            const float *q = w->q + (size_t)i * Q, *k = w->kx + (size_t)i * KV, *v = w->vx + (size_t)i * KV;
-            float *att = w->att + (size_t)i * Q;
+            const float *q = w->q + (size_t)r * Q, *k = w->kx + (size_t)r * KV, *v = w->vx + (size_t)r * KV;
+            float *att = w->att + (size_t)r * Q;
             if (o->attn) {
-                if (o->attn(o->attn_ctx, l, q, k, v, s->n_past, 1, att) != 0)
+                if (o->attn(o->attn_ctx, l, q, k, v, s->n_past, T, att) != 0)
                     return skv_error_prefix("skv_forward_batch: entry %d", i);
             } else {
-                cache_write(s->k[l], k, 1, Hkv, d, s->S_cap, s->n_past, s->kv_f16);
-                cache_write(s->v[l], v, 1, Hkv, d, s->S_cap, s->n_past, s->kv_f16);
+                cache_write(s->k[l], k, T, Hkv, d, s->S_cap, s->n_past, s->kv_f16);
+                cache_write(s->v[l], v, T, Hkv, d, s->S_cap, s->n_past, s->kv_f16);
                 skv_attn_args a = {
-                    .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->n_past, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                    .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->n_past, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
                     .colsum = o->colsum ? o->colsum[l] : NULL,
                     .lastrow = o->lastrow ? o->lastrow[l] : NULL,
                 };
                 skv_attention(att, q, s->k[l], s->v[l], &a);
             }
+            r += T;
         }
         if (skv_fwd_tail_skips_mlp(l, n_layers, c->n_layer)) break;
-        skv_matmul(w->xb, w->att, &L->wo, n);
-        add_into(w->x, w->xb, (size_t)n * C);
-        skv_rmsnorm(w->xb, w->x, L->ffn_norm.data, n, C, c->norm_eps);
-        {   /* hb, hb2 (T, F) = gate, up */
+        skv_matmul(w->xb, w->att, &L->wo, R);
+        add_into(w->x, w->xb, (size_t)R * C);
+        skv_rmsnorm(w->xb, w->x, L->ffn_norm.data, R, C, c->norm_eps);
+        {   /* hb, hb2 (R, F) = gate, up */
             float *ys[2] = {w->hb, w->hb2};
             const skv_weight *ws[2] = {&L->w_gate, &L->w_up};
-            skv_matmul_multi(ys, ws, 2, w->xb, n);
+            skv_matmul_multi(ys, ws, 2, w->xb, R);
         }
-        skv_swiglu(w->hb, w->hb, w->hb2, n * F);
-        skv_matmul(w->xb, w->hb, &L->w_down, n);
-        add_into(w->x, w->xb, (size_t)n * C);
+        skv_swiglu(w->hb, w->hb, w->hb2, R * F);
+        skv_matmul(w->xb, w->hb, &L->w_down, R);
+        add_into(w->x, w->xb, (size_t)R * C);
     }
-    for (int i = 0; i < n; i++) states[i]->n_past++;
+    for (int i = 0; i < n; i++) states[i]->n_past += rows ? rows[i] : 1;
     if (n_layers < c->n_layer) return 0;
 
-    /* LM head over the rows that want logits, stacked (nr, C) */
+    /* LM head over the rows that want logits (an entry's last row, or all its rows with
+     * SKV_LOGITS_ALL), stacked (nr, C); w->pos[j] is then the stacked row's source row */
     int nr = 0;
-    for (int i = 0; i < n; i++) {
-        if (opts && opts[i].logits == SKV_LOGITS_NONE) continue;
-        if (nr != i) memcpy(w->x + (size_t)nr * C, w->x + (size_t)i * C, (size_t)C * sizeof(float));
-        w->pos[nr++] = i;
+    for (int i = 0, r = 0; i < n; i++) {
+        const int T = rows ? rows[i] : 1;
+        const skv_logits_mode lm = opts ? opts[i].logits : SKV_LOGITS_LAST;
+        for (int t = lm == SKV_LOGITS_ALL ? 0 : T - 1; lm != SKV_LOGITS_NONE && t < T; t++) {
+            if (nr != r + t) memcpy(w->x + (size_t)nr * C, w->x + (size_t)(r + t) * C, (size_t)C * sizeof(float));
+            nr++;
+        }
+        r += T;
     }
     if (!nr) return 0;
     skv_rmsnorm(w->xb, w->x, m->out_norm.data, nr, C, c->norm_eps);
     skv_matmul(w->logits, w->xb, &m->output, nr);
-    for (int r = 0; r < nr; r++)
-        memcpy(states[w->pos[r]]->logits, w->logits + (size_t)r * V, (size_t)V * sizeof(float));
+    for (int i = 0, j = 0; i < n; i++) {
+        const int T = rows ? rows[i] : 1;
+        const skv_logits_mode lm = opts ? opts[i].logits : SKV_LOGITS_LAST;
+        if (lm == SKV_LOGITS_NONE) continue;
+        const int cnt = lm == SKV_LOGITS_ALL ? T : 1;
+        memcpy(states[i]->logits, w->logits + (size_t)j * V, (size_t)cnt * V * sizeof(float));
+        j += cnt;
+    }
     return 0;
 }

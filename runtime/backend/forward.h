@@ -106,5 +106,13 @@ void skv_batch_free(skv_batch *b);
  * entries that ask for them. -1 + error (naming the entry) before anything runs when a
  * state is full, a token is out of range or the shapes disagree. */
 int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n, const skv_fwd_opts *opts);
+/* The same with rows[i] consecutive tokens for entry i (tokens holds entry 0's rows, then
+ * entry 1's, ...; rows NULL: one each), at positions n_past .. n_past + rows[i] - 1: the
+ * matrix products run once over all the stacked rows, the attention once per entry over its
+ * rows (its attn hook called with T = rows[i]). Logits: an entry's last row, or all its rows
+ * (rows[i] x vocab into its state) with SKV_LOGITS_ALL. The workspace must hold the sum of
+ * rows. Speculative decoding's batched verify (skv_session_verify_batch). */
+int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, const int *rows, int n,
+                           const skv_fwd_opts *opts);
 
 #endif

@@ -596,6 +596,8 @@ static int gemv_rows(const skv_model *m) {
     return g;
 }
 
+static int batch_ws(skv_batch **b, const skv_model *m, int n);
+
 /* Room for T rows of every layer's attention inputs (the capture replay reads). */
 static int verify_capture(skv_session *s, int T) {
     const skv_config *c = &s->m->cfg;
@@ -637,6 +639,54 @@ int skv_session_verify(skv_session *s, const int *tokens, int T) {
     s->n += T;
     s->n_sel = s->n;
     return 0;
+}
+
+int skv_session_verify_batch(skv_session **ss, const int *tokens, const int *rows, int n, skv_batch **ws) {
+    if (n < 1 || !ss || !tokens || !rows || !ws) return skv_error("skv_session_verify_batch: bad arguments (%d entries)", n);
+    if (n == 1) return skv_session_verify(ss[0], tokens, rows[0]);
+    if (n > 64) return skv_error("skv_session_verify_batch: %d entries (at most 64)", n);
+    const skv_model *m = ss[0]->m;
+    int R = 0;
+    for (int i = 0; i < n; i++) {
+        skv_session *s = ss[i];
+        const int T = rows[i];
+        if (s->m != m) return skv_error("skv_session_verify_batch: entry %d runs another model", i);
+        for (int j = 0; j < i; j++)
+            if (ss[j] == s) return skv_error("skv_session_verify_batch: entries %d and %d are one session", j, i);
+        if (T < 1 || T > s->st->T_max) return skv_error("skv_session_verify_batch: entry %d: %d tokens (1..%d)", i, T, s->st->T_max);
+        if (s->n == 0) return skv_error("skv_session_verify_batch: entry %d: prefill first", i);
+        if (s->n + T > s->o.max_ctx)
+            return skv_error("skv_session_verify_batch: entry %d: %d + %d tokens exceed the context of %d", i, s->n, T,
+                             s->o.max_ctx);
+        if (!skv_session_verify_ok(s))
+            return skv_error("skv_session_verify_batch: entry %d: policy %s is not exact under a batched verify", i,
+                             s->pol->name);
+        R += T;
+    }
+    const int gmin = gemv_rows(m);
+    if (R >= gmin)
+        return skv_error("skv_session_verify_batch: %d rows in all would take the float GEMM path (this model's "
+                         "weights decode bit-exactly below %d rows)", R, gmin);
+    skv_state *st[n];
+    skv_fwd_opts fo[n];
+    for (int i = 0; i < n; i++) {
+        skv_session *s = ss[i];
+        if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + rows[i])) return skv_error_prefix("entry %d", i);
+        if (verify_capture(s, rows[i])) return -1;
+        st[i] = s->st;
+        fo[i] = (skv_fwd_opts){.logits = SKV_LOGITS_ALL, .attn = sess_attn, .attn_ctx = s};
+    }
+    if (batch_ws(ws, m, R)) return -1;
+    for (int i = 0; i < n; i++) ss[i]->in_verify = true;
+    int rc = skv_forward_batch_rows(*ws, st, tokens, rows, n, fo);
+    for (int i = 0; i < n; i++) {
+        skv_session *s = ss[i];
+        s->in_verify = false;
+        if (s->pol->spec_on && s->pol->spec_row(s->pol, -1)) rc = -1;
+        if (!rc) s->n += rows[i];
+        s->n_sel = s->n;
+    }
+    return rc;
 }
 
 int skv_session_verify_replay(skv_session *s, const skv_session *v, int keep) {

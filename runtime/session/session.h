@@ -157,6 +157,14 @@ skv_session *skv_session_derive(skv_session *base, const skv_session_opts *o);
  * keeps every token (full: its cache only appends), others roll back through a fork. -1 +
  * error; after a verify error the session is in an undefined state (free it). */
 int skv_session_verify(skv_session *s, const int *tokens, int T);
+/* skv_session_verify for n sessions of one model at once: rows[i] tokens for ss[i] (tokens:
+ * ss[0]'s, then ss[1]'s, ...), the matrix products run once over all the rows
+ * (skv_forward_batch_rows), each session's rows attend exactly as its own verify would, so
+ * every session ends as skv_session_verify(ss[i], its tokens, rows[i]) leaves it, logits
+ * included. The rows together must stay below the GEMM threshold (skv_session_verify_max + 1).
+ * ws: the caller's batch workspace, grown as needed (free it with skv_batch_free). -1 +
+ * error (then the sessions are in an undefined state). */
+int skv_session_verify_batch(skv_session **ss, const int *tokens, const int *rows, int n, skv_batch **ws);
 /* Rollback without a second LLM pass. v is a fork of s (same length as s when forked) on
  * which skv_session_verify ran over T rows; s appends the first keep (1..T) of them exactly
  * as plain decoding would have stepped them: per layer and row, the policy's selection,
