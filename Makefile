@@ -53,7 +53,7 @@ endif
 # tools: one main per file
 TOOL_SRC := runtime/cli/smallkv.c $(wildcard calibrate/calibrate.c) $(wildcard mapgen/mapgen.c) \
             $(wildcard bench/bench.c) $(wildcard bench/bench_pair.c) \
-            $(wildcard bench/bench_kernels.c)
+            $(wildcard bench/bench_kernels.c) $(wildcard bench/bench_spec_batch.c)
 TOOLS    := $(foreach s,$(TOOL_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
 # MPI=1: also build calibrate-mpi (calibrate/calibrate.c with SKV_MPI, compiled and linked
 # with mpicc): MPI ranks run shards and reduce their fixed-point sums to rank 0.
@@ -350,7 +350,7 @@ QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM
 # and made the SLM's step 1.3x slower (10.8 vs 8.1 ms); run it on an otherwise idle machine
 QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 
-.PHONY: eval-equal-memory eval-gsm8k-200 eval-spec eval-spec-gsm8k eval-retrieval eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
+.PHONY: eval-equal-memory eval-gsm8k-200 eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
 eval-quick: $(SKV)
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -373,8 +373,11 @@ eval-retrieval: $(SKV)
 # its SLM cache compressed (slmb) into 10 % / 20 % in total, and the oracle bound at 10 % / 20 %;
 # about 150 min on 2 cores; the
 # default (8-row) decode layout, unlike the older records
+# the committed records hold documents 0-3 of each corpus; EQMEM_DOCS=8 (the issue's sample)
+# resumes them with 4-7, about 10 min a document for the first line's cells on 2 idle cores
+EQMEM_DOCS ?= 4
 EQMEM := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) \
-	fidelity --tokens 768 --prefill 512 --limit 4 --corpora wikitext2,multi_news,pg-essays --batch 16 -o results/qwen-equal-memory.json
+	fidelity --tokens 768 --prefill 512 --limit $(EQMEM_DOCS) --corpora wikitext2,multi_news,pg-essays --batch 16 -o results/qwen-equal-memory.json
 eval-equal-memory: $(SKV)
 	@mkdir -p results
 	$(EQMEM) --policies full,h2o,streamingllm,snapkv,quest,smallkv:score=acc,smallkv --budgets 0.1,0.2
@@ -401,6 +404,12 @@ eval-spec: $(SKV)
 	SPEC_POLICY=smallkv SPEC_BUDGET=0.2 SPEC_KS="2 4 6 a6 2v32768 4v32768" scripts/spec-bench.sh > results/spec-smallkv.txt.tmp && \
 	  mv results/spec-smallkv.txt.tmp results/spec-smallkv.txt
 	@cat results/spec-full.txt results/spec-smallkv.txt
+# several sequences together (smallkv_generate_batch) against one by one, plain and drafting
+# (scripts/spec-batch.sh, docs/performance.md); about 10 min on 2 cores; an idle machine
+eval-spec-batch: all
+	@mkdir -p results
+	scripts/spec-batch.sh > results/spec-batch.txt.tmp && mv results/spec-batch.txt.tmp results/spec-batch.txt
+	@cat results/spec-batch.txt
 # acceptance at task scale: GSM8K with the SLM drafting 4 tokens, full cache and SmallKV at
 # 20 % (each cell alone; answers equal the plain cells'; resumable); the default layout
 eval-spec-gsm8k: $(SKV)
