@@ -156,7 +156,9 @@ static void git_commit(char *out, size_t n) {
         if (buf[0]) snprintf(out, n, "%s", buf);
     }
     pclose(f);
-    f = popen("git status --porcelain -uno 2>/dev/null | head -1", "r");
+    /* what counts is the code: the results/ files an evaluation writes (the previous piece of
+     * a `make eval-*` target, say) do not make a tree dirty */
+    f = popen("git status --porcelain -uno -- . ':(exclude)results' 2>/dev/null | head -1", "r");
     if (!f) return;
     if (fgets(buf, sizeof buf, f) && buf[0] && strlen(out) + 7 < n) strcat(out, "-dirty");
     pclose(f);
