@@ -445,7 +445,8 @@ int skv_forward_batch(skv_batch *b, skv_state **states, const int *tokens, int n
 
 int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, const int *rows, int n,
                            const skv_fwd_opts *opts) {
-    if (!b || !states || !tokens || n < 1)
+    /* every entry has a row at least, so n above the workspace is refused before reading them */
+    if (!b || !states || !tokens || n < 1 || n > b->n_max)
         return skv_error("skv_forward_batch: batch of %d (allowed 1 .. %d)", n, b ? b->n_max : 0);
     const skv_model *m = b->m;
     const skv_config *c = &m->cfg;
