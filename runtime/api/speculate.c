@@ -208,7 +208,6 @@ typedef struct {
     /* the open round: tok = x, d1 .. dk verified on v (s->s itself when it truncates) */
     int n0, k, tok[64];
     skv_session *v;
-    bool trunc;
     double secs;      /* the round's time outside the verify pass */
 } spec_lane;
 
@@ -244,8 +243,7 @@ static int round_open(spec_lane *L) {
     /* a policy whose cache only appends rolls back by truncation; the others verify a fork
      * (cache and policy state copied) and, after a rejection, replay the kept rows on the
      * untouched session */
-    L->trunc = skv_policy_has(s->s->pol, SKV_POLICY_KEEPS_ALL);
-    L->v = L->trunc ? s->s : skv_session_fork(s->s);
+    L->v = skv_policy_has(s->s->pol, SKV_POLICY_KEEPS_ALL) ? s->s : skv_session_fork(s->s);
     if (!L->v) return -1;
     L->n0 = n0;
     L->k = k;
@@ -276,7 +274,7 @@ static int round_close(spec_lane *L, double verify_s) {
         }
         keep = i + 1;
     }
-    if (L->trunc) {
+    if (v == s->s) {   /* the cache only appends: its tail is dropped */
         if (skv_session_truncate(s->s, n0 + keep)) return -1;
     } else if (keep == k + 1) {   /* everything kept: the fork is the session */
         skv_session_free(s->s);

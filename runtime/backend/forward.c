@@ -454,10 +454,10 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
     const int Q = H * d, KV = Hkv * d;
     static const skv_fwd_opts none = {0};
     const int nl0 = opts ? opts[0].n_layers : 0;
-    int R = 0;   /* stacked rows: entry i's rows[i] rows follow entry i-1's */
+    int nrow[n], R = 0;   /* stacked rows: entry i's nrow[i] rows follow entry i-1's */
     for (int i = 0; i < n; i++) {
         const skv_state *s = states[i];
-        const int T = rows ? rows[i] : 1;
+        const int T = nrow[i] = rows ? rows[i] : 1;
         if (T < 1) return skv_error("skv_forward_batch: entry %d has %d rows", i, T);
         if (!s || s->m != m) return skv_error("skv_forward_batch: entry %d is not a state of this model", i);
         if (s->n_past + T > s->S_cap)
@@ -479,7 +479,7 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
     #pragma omp parallel for if (R > 4)
     for (int r = 0; r < R; r++) skv_weight_row(&m->tok_embd, tokens[r], w->x + (size_t)r * C);
     for (int i = 0, r = 0; i < n; i++)
-        for (int t = 0; t < (rows ? rows[i] : 1); t++) w->pos[r++] = states[i]->n_past + t;
+        for (int t = 0; t < nrow[i]; t++) w->pos[r++] = states[i]->n_past + t;
 
     for (int l = 0; l < n_layers; l++) {
         const skv_layer *L = &m->layers[l];
@@ -494,7 +494,7 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
         skv_rope(w->kx, w->pos, R, Hkv, d, c->rope_theta, c->rope_mode);
         for (int i = 0, r = 0; i < n; i++) {
             skv_state *s = states[i];
-            const int T = rows ? rows[i] : 1;
+            const int T = nrow[i];
             const skv_fwd_opts *o = opts ? &opts[i] : &none;
             const float *q = w->q + (size_t)r * Q, *k = w->kx + (size_t)r * KV, *v = w->vx + (size_t)r * KV;
             float *att = w->att + (size_t)r * Q;
@@ -526,14 +526,14 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
         skv_matmul(w->xb, w->hb, &L->w_down, R);
         add_into(w->x, w->xb, (size_t)R * C);
     }
-    for (int i = 0; i < n; i++) states[i]->n_past += rows ? rows[i] : 1;
+    for (int i = 0; i < n; i++) states[i]->n_past += nrow[i];
     if (n_layers < c->n_layer) return 0;
 
     /* LM head over the rows that want logits (an entry's last row, or all its rows with
-     * SKV_LOGITS_ALL), stacked (nr, C); w->pos[j] is then the stacked row's source row */
+     * SKV_LOGITS_ALL), stacked (nr, C) in entry order */
     int nr = 0;
     for (int i = 0, r = 0; i < n; i++) {
-        const int T = rows ? rows[i] : 1;
+        const int T = nrow[i];
         const skv_logits_mode lm = opts ? opts[i].logits : SKV_LOGITS_LAST;
         for (int t = lm == SKV_LOGITS_ALL ? 0 : T - 1; lm != SKV_LOGITS_NONE && t < T; t++) {
             if (nr != r + t) memcpy(w->x + (size_t)nr * C, w->x + (size_t)(r + t) * C, (size_t)C * sizeof(float));
@@ -545,7 +545,7 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
     skv_rmsnorm(w->xb, w->x, m->out_norm.data, nr, C, c->norm_eps);
     skv_matmul(w->logits, w->xb, &m->output, nr);
     for (int i = 0, j = 0; i < n; i++) {
-        const int T = rows ? rows[i] : 1;
+        const int T = nrow[i];
         const skv_logits_mode lm = opts ? opts[i].logits : SKV_LOGITS_LAST;
         if (lm == SKV_LOGITS_NONE) continue;
         const int cnt = lm == SKV_LOGITS_ALL ? T : 1;

@@ -616,18 +616,24 @@ static int verify_capture(skv_session *s, int T) {
 
 /* Speculative decoding's verify pass (speculate.c): T tokens in one forward, each row's
  * attention exactly a decode step's (sess_attn), logits of every row. */
-int skv_session_verify(skv_session *s, const int *tokens, int T) {
-    if (T < 1 || T > s->st->T_max) return skv_error("skv_session_verify: %d tokens (1..%d)", T, s->st->T_max);
-    if (s->n == 0) return skv_error("skv_session_verify: prefill first");
-    if (s->n + T > s->o.max_ctx)
-        return skv_error("skv_session_verify: %d + %d tokens exceed the context of %d", s->n, T, s->o.max_ctx);
+/* What a verify of T rows on s needs (the rows stay on the exact per-row path only below the
+ * model's GEMM threshold; with others in a batch, the caller checks the sum). -1 + error. */
+static int verify_check(const skv_session *s, int T, int rows_in_pass) {
+    if (T < 1 || T > s->st->T_max) return skv_error("%d tokens (1..%d)", T, s->st->T_max);
+    if (s->n == 0) return skv_error("prefill first");
+    if (s->n + T > s->o.max_ctx) return skv_error("%d + %d tokens exceed the context of %d", s->n, T, s->o.max_ctx);
     if (!skv_session_verify_ok(s))
-        return skv_error("skv_session_verify: policy %s is not exact under a batched verify (it runs work "
-                         "of its own before or after each step)", s->pol->name);
+        return skv_error("policy %s is not exact under a batched verify (it runs work of its own before or after "
+                         "each step)", s->pol->name);
     const int gmin = gemv_rows(s->m);
-    if (T >= gmin)
-        return skv_error("skv_session_verify: %d rows would take the float GEMM path (this model's weights "
-                         "decode bit-exactly below %d rows)", T, gmin);
+    if (rows_in_pass >= gmin)
+        return skv_error("%d rows would take the float GEMM path (this model's weights decode bit-exactly below %d "
+                         "rows)", rows_in_pass, gmin);
+    return 0;
+}
+
+int skv_session_verify(skv_session *s, const int *tokens, int T) {
+    if (verify_check(s, T, T)) return skv_error_prefix("skv_session_verify");
     if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + T)) return -1;
     if (verify_capture(s, T)) return -1;
     skv_fwd_opts fo = {.logits = SKV_LOGITS_ALL, .attn = sess_attn, .attn_ctx = s};
@@ -647,26 +653,13 @@ int skv_session_verify_batch(skv_session **ss, const int *tokens, const int *row
     if (n > 64) return skv_error("skv_session_verify_batch: %d entries (at most 64)", n);
     const skv_model *m = ss[0]->m;
     int R = 0;
+    for (int i = 0; i < n; i++) R += rows[i];
     for (int i = 0; i < n; i++) {
-        skv_session *s = ss[i];
-        const int T = rows[i];
-        if (s->m != m) return skv_error("skv_session_verify_batch: entry %d runs another model", i);
+        if (ss[i]->m != m) return skv_error("skv_session_verify_batch: entry %d runs another model", i);
         for (int j = 0; j < i; j++)
-            if (ss[j] == s) return skv_error("skv_session_verify_batch: entries %d and %d are one session", j, i);
-        if (T < 1 || T > s->st->T_max) return skv_error("skv_session_verify_batch: entry %d: %d tokens (1..%d)", i, T, s->st->T_max);
-        if (s->n == 0) return skv_error("skv_session_verify_batch: entry %d: prefill first", i);
-        if (s->n + T > s->o.max_ctx)
-            return skv_error("skv_session_verify_batch: entry %d: %d + %d tokens exceed the context of %d", i, s->n, T,
-                             s->o.max_ctx);
-        if (!skv_session_verify_ok(s))
-            return skv_error("skv_session_verify_batch: entry %d: policy %s is not exact under a batched verify", i,
-                             s->pol->name);
-        R += T;
+            if (ss[j] == ss[i]) return skv_error("skv_session_verify_batch: entries %d and %d are one session", j, i);
+        if (verify_check(ss[i], rows[i], R)) return skv_error_prefix("skv_session_verify_batch: entry %d", i);
     }
-    const int gmin = gemv_rows(m);
-    if (R >= gmin)
-        return skv_error("skv_session_verify_batch: %d rows in all would take the float GEMM path (this model's "
-                         "weights decode bit-exactly below %d rows)", R, gmin);
     skv_state *st[n];
     skv_fwd_opts fo[n];
     for (int i = 0; i < n; i++) {
