@@ -328,9 +328,10 @@ static int on_batch_token(int seq, int id, const char *b, size_t len, void *u) {
     batch_collect *bc = u;
     return on_token(id, b, len, &bc->c[seq]);
 }
-static void test_batch_generate(void **st) {
-    (void)st;
-    if (!pair) skip();
+/* smallkv_generate_batch == each sequence alone: tokens, length and final logits equal its
+ * plain (undrafted) run; with drafts its passes and acceptance equal its drafting run alone
+ * (the drafters of the batch, stepping together, propose what each proposes alone). */
+static void batch_generate(void) {
     static const struct { const char *policy; double budget; int draft, prompt, stop_at; } lanes[] = {
         {"full", 1, 2, 0, 0},        {"h2o", 0.3, 4, 1, 0},   {"smallkv", 0.2, 4, 2, 0},
         {"quest", 0.3, 4, 0, 57},    {"full", 1, 4, 2, 0},    {"smallkv:score=acc", 0.2, 3, 1, 0},
@@ -342,7 +343,7 @@ static void test_batch_generate(void **st) {
     api_spec_set_draft_hook(spoil, NULL);
     one_pair = prof;   /* sessions batch over one loaded LLM */
     for (int drafting = 1; drafting >= 0; drafting--) {
-        smallkv_session *ref[NL], *ss[NL];
+        smallkv_session *ref[NL], *ss[NL], *solo[NL];
         collect rc[NL];
         batch_collect *bc = calloc(1, sizeof *bc);
         int produced[NL], rows = 0;
@@ -351,6 +352,8 @@ static void test_batch_generate(void **st) {
             bc->c[i].stop_at = lanes[i].stop_at;
             ref[i] = session_prompt(0, lanes[i].policy, lanes[i].budget, prompts[lanes[i].prompt]);
             ss[i] = session_prompt(drafting ? lanes[i].draft : 0, lanes[i].policy, lanes[i].budget, prompts[lanes[i].prompt]);
+            solo[i] = drafting ? session_prompt(lanes[i].draft, lanes[i].policy, lanes[i].budget, prompts[lanes[i].prompt])
+                               : NULL;
             rows += lanes[i].draft + 1;
         }
         if (drafting) assert_true(rows > skv_session_verify_max(ss[0]->s));   /* two verify groups a round */
@@ -368,6 +371,13 @@ static void test_batch_generate(void **st) {
             smallkv_stats stt;
             smallkv_get_stats(ss[i], &stt);
             if (drafting) {
+                collect sc = {.stop_at = lanes[i].stop_at};
+                assert_int_equal(smallkv_generate(solo[i], 120, on_token, &sc), n);
+                smallkv_stats so;
+                smallkv_get_stats(solo[i], &so);
+                assert_int_equal(stt.spec_passes, so.spec_passes);
+                assert_int_equal(stt.spec_drafted, so.spec_drafted);
+                assert_int_equal(stt.spec_accepted, so.spec_accepted);
                 assert_true(stt.spec_passes > 0 && stt.spec_passes < n);
                 print_message("batch lane %d (%s, draft %d): %d tokens, %d passes, %d / %d accepted\n", i,
                               lanes[i].policy, lanes[i].draft, n, stt.spec_passes, stt.spec_accepted, stt.spec_drafted);
@@ -381,11 +391,23 @@ static void test_batch_generate(void **st) {
             assert_int_equal(smallkv_generate_batch(mixed, 2, 4, NULL, NULL, produced), -1);
             assert_non_null(strstr(smallkv_last_error(), "all or none"));
         }
-        for (int i = 0; i < NL; i++) { smallkv_session_free(ss[i]); smallkv_session_free(ref[i]); }
+        for (int i = 0; i < NL; i++) {
+            smallkv_session_free(ss[i]);
+            smallkv_session_free(ref[i]);
+            smallkv_session_free(solo[i]);
+        }
         free(bc);
     }
     one_pair = NULL;
     api_spec_set_draft_hook(NULL, NULL);
+}
+static void test_batch_generate(void **st) {
+    (void)st;
+    if (!pair) skip();
+    batch_generate();
+    dvocab = 300;   /* the batched drafters' LM head limited to a draft vocabulary */
+    batch_generate();
+    dvocab = 0;
 }
 
 /* a callback stop and max_tokens leave plain decoding's state: a second generate continues

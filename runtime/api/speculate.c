@@ -152,28 +152,6 @@ static int pick(const float *logits, int pos, int i, void *user) {
     return skv_sample_probs(q, V, &s->rng);
 }
 
-/* The drafter (holding a prefix of hist) up to date with hist[0..n), then k proposals into d.
- * A drafting policy's companion is up to date already: it steps over hist[n-1] (the LLM's
- * token) and its own proposals. Returns how many it proposed, -1 + error. */
-static int draft(smallkv_session *s, int n, int k, int *d) {
-    skv_policy *pol = s->s->pol;
-    if (pol->spec_on) return pol->spec_draft(pol, s->hist[n - 1], k, d, pick, s) ? -1 : k;
-    skv_session *q = s->drafter;
-    if (q->n > n && skv_session_truncate(q, n)) return -1;
-    /* a long catch-up (the prompt) as a prefill; the few tokens of a round as decode steps,
-     * several times cheaper than a short prefill over the hot tier */
-    if (n - q->n > 16 || q->n == 0) {
-        if (skv_session_prefill(q, s->hist + q->n, n - q->n)) return -1;
-    }
-    while (q->n < n)
-        if (skv_session_step(q, s->hist[q->n])) return -1;
-    for (int i = 0; i < k; i++) {
-        d[i] = pick(skv_session_logits(q), n + i, i, s);
-        if (i + 1 < k && skv_session_step(q, d[i])) return -1;
-    }
-    return k;
-}
-
 /* How many of the k proposals tok[1..k] the verify rows lg accept. Greedy: those equal to
  * each row's argmax. Sampled: the accept rule; at a rejection *next is the resampled token
  * that opens the next round (-1 when every proposal was accepted). */
@@ -208,7 +186,7 @@ typedef struct {
     /* the open round: tok = x, d1 .. dk verified on v (s->s itself when it truncates) */
     int n0, k, tok[64];
     skv_session *v;
-    double secs;      /* the round's time outside the verify pass */
+    double t0, secs;  /* the round's start; its time outside the verify pass */
 } spec_lane;
 
 static void drop_round(spec_lane *L) {
@@ -217,11 +195,13 @@ static void drop_round(spec_lane *L) {
     L->k = 0;
 }
 
-/* L->k > 0 afterwards: a round waits for its verify; 0: a plain step ran, or L is done. */
+/* L->k > 0 afterwards: a round waits for its drafts (draft_lanes), fork (round_fork) and
+ * verify; 0: a plain step ran, or L is done. */
 static int round_open(spec_lane *L) {
     smallkv_session *s = L->s;
     const int cap = s->s->o.max_ctx, K = s->draft;
     L->k = 0;
+    L->v = NULL;
     if (L->produced >= L->max_tokens) { L->done = true; return 0; }
     /* the round's first token: the resample of the last rejection, or the LLM's own */
     const int next = L->resampled >= 0 ? L->resampled : smallkv_sample(s, s->temp, &s->rng);
@@ -236,18 +216,93 @@ static int round_open(spec_lane *L) {
     if (k > L->max_tokens - L->produced) k = L->max_tokens - L->produced;
     if (k > cap - n0 - 1) k = cap - n0 - 1;
     if (k < 1) return smallkv_step(s, next);   /* nothing to draft: a plain step */
-    const double t0 = skv_now();
+    L->t0 = skv_now();
     s->hist[n0] = next;
     L->tok[0] = next;
-    if (draft(s, n0 + 1, k, L->tok + 1) < 0) return -1;
+    L->n0 = n0;
+    L->k = k;
+    return 0;
+}
+
+/* The proposals tok[1..k] of the open lanes ls[open[0..no)]: the companions of one policy
+ * kind together (spec_draft_batch), the drafter sessions stepping together
+ * (skv_session_step_batch), the rest one by one. Each lane's proposals, and its drafter's
+ * state, are those it would have drafting alone. */
+static int draft_lanes(spec_lane *ls, const int *open, int no) {
+    bool done[no];
+    for (int a = 0; a < no; a++) done[a] = false;
+    /* companions (SmallKV's SLM) */
+    for (int a = 0; a < no; a++) {
+        spec_lane *L = &ls[open[a]];
+        skv_policy *pol = L->s->s->pol;
+        if (done[a] || !pol->spec_on) continue;
+        const skv_policy_desc *d = pol->desc;
+        if (!d->spec_draft_batch) {
+            if (pol->spec_draft(pol, L->tok[0], L->k, L->tok + 1, pick, L->s)) return -1;
+            done[a] = true;
+            continue;
+        }
+        skv_policy *ps[64];
+        int first[64], ks[64], *dr[64], np = 0;
+        void *us[64];
+        for (int b = a; b < no && np < 64; b++) {
+            spec_lane *M = &ls[open[b]];
+            if (done[b] || !M->s->s->pol->spec_on || M->s->s->pol->desc != d) continue;
+            ps[np] = M->s->s->pol;
+            first[np] = M->tok[0];
+            ks[np] = M->k;
+            dr[np] = M->tok + 1;
+            us[np++] = M->s;
+            done[b] = true;
+        }
+        if (d->spec_draft_batch(ps, first, ks, dr, pick, us, np)) return -1;
+    }
+    /* drafter sessions: caught up on the history (a prompt's worth by prefill), then one
+     * token each per batched step until each lane has its k proposals */
+    skv_session *qs[no];
+    int ln[no], got[no], nq = 0;
+    for (int a = 0; a < no; a++) {
+        if (done[a]) continue;
+        spec_lane *L = &ls[open[a]];
+        smallkv_session *s = L->s;
+        skv_session *q = s->drafter;
+        const int n = L->n0 + 1;
+        if (q->n > n && skv_session_truncate(q, n)) return -1;
+        if ((n - q->n > 16 || q->n == 0) && skv_session_prefill(q, s->hist + q->n, n - q->n)) return -1;
+        qs[nq] = q;
+        ln[nq] = a;
+        got[nq++] = 0;
+    }
+    for (;;) {
+        skv_session *bq[no];
+        int bt[no], nb = 0;
+        for (int i = 0; i < nq; i++) {
+            spec_lane *L = &ls[open[ln[i]]];
+            const int n = L->n0 + 1, p = qs[i]->n;
+            if (got[i] < L->k && p == n + got[i]) {   /* logits for position n + got: a proposal */
+                L->tok[1 + got[i]] = pick(skv_session_logits(qs[i]), p, got[i], L->s);
+                got[i]++;
+            }
+            /* the token at the drafter's next position: the history's, then its proposals */
+            if (got[i] < L->k && qs[i]->n < n + got[i]) {
+                bq[nb] = qs[i];
+                bt[nb++] = p < n ? L->s->hist[p] : L->tok[1 + p - n];
+            }
+        }
+        if (!nb) return 0;
+        if (skv_session_step_batch(bq, bt, nb)) return -1;
+    }
+}
+
+/* After the drafts: the session the lane's rows are verified on. */
+static int round_fork(spec_lane *L) {
+    smallkv_session *s = L->s;
     /* a policy whose cache only appends rolls back by truncation; the others verify a fork
      * (cache and policy state copied) and, after a rejection, replay the kept rows on the
      * untouched session */
     L->v = skv_policy_has(s->s->pol, SKV_POLICY_KEEPS_ALL) ? s->s : skv_session_fork(s->s);
     if (!L->v) return -1;
-    L->n0 = n0;
-    L->k = k;
-    L->secs = skv_now() - t0;
+    L->secs = skv_now() - L->t0;   /* a batched draft: each lane waited for all of it */
     return 0;
 }
 
@@ -311,6 +366,9 @@ static int run_lanes(spec_lane *ls, int n) {
             else if (ls[i].k > 0) open[no++] = i;
             live += !ls[i].done;
         }
+        if (!rc && no && draft_lanes(ls, open, no)) rc = -1;
+        for (int i = 0; i < no && !rc; i++)
+            if (round_fork(&ls[open[i]])) rc = -1;
         if (rc || !live) {
             for (int i = 0; i < no; i++) drop_round(&ls[open[i]]);
             break;

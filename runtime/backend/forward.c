@@ -542,14 +542,32 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
         r += T;
     }
     if (!nr) return 0;
+    /* the head's rows: the most any entry asks for (a drafter's head_rows limit when every
+     * entry has one); each entry's logits past its own limit are -INFINITY, as in skv_forward */
+    skv_weight hv = m->output;
+    hv.rows = 0;
+    for (int i = 0; i < n; i++) {
+        const skv_weight e = head_view(m, opts ? &opts[i] : NULL);
+        const skv_logits_mode lm = opts ? opts[i].logits : SKV_LOGITS_LAST;
+        if (lm != SKV_LOGITS_NONE && e.rows > hv.rows) hv.rows = e.rows;
+    }
+    const int HR = (int)hv.rows;
     skv_rmsnorm(w->xb, w->x, m->out_norm.data, nr, C, c->norm_eps);
-    skv_matmul(w->logits, w->xb, &m->output, nr);
+    skv_matmul(w->logits, w->xb, &hv, nr);   /* (nr, HR) */
     for (int i = 0, j = 0; i < n; i++) {
         const int T = nrow[i];
         const skv_logits_mode lm = opts ? opts[i].logits : SKV_LOGITS_LAST;
         if (lm == SKV_LOGITS_NONE) continue;
         const int cnt = lm == SKV_LOGITS_ALL ? T : 1;
-        memcpy(states[i]->logits, w->logits + (size_t)j * V, (size_t)cnt * V * sizeof(float));
+        if (HR == V) memcpy(states[i]->logits, w->logits + (size_t)j * V, (size_t)cnt * V * sizeof(float));
+        else {
+            const skv_weight e = head_view(m, &opts[i]);
+            for (int r = 0; r < cnt; r++) {
+                float *dst = states[i]->logits + (size_t)r * V;
+                memcpy(dst, w->logits + (size_t)(j + r) * HR, (size_t)HR * sizeof(float));
+                head_fill(dst, &e, V);
+            }
+        }
         j += cnt;
     }
     return 0;

@@ -102,6 +102,11 @@ typedef struct {
     /* Several instances of this policy (of different sessions) before one batched decode
      * step, one token each; NULL: before_forward one by one. */
     int (*before_step_batch)(skv_policy **ps, const int *tokens, int n);
+    /* Several instances' spec_draft (below) together, each with its own first token, k,
+     * proposals and pick user, the companions stepping in batches; the same results as
+     * spec_draft one by one. NULL: one by one. */
+    int (*spec_draft_batch)(skv_policy **ps, const int *first, const int *ks, int *const *drafts,
+                            int (*pick)(const float *logits, int pos, int i, void *user), void *const *users, int n);
     /* Whether these options need a head mapping (skv_policy_env.map); NULL: exactly when the
      * policy needs the SLM. */
     bool (*needs_map)(const void *opts);

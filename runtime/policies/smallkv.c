@@ -363,6 +363,13 @@ static int sk_spec_draft(skv_policy *p, int first, int k, int *drafts,
     return skv_slm_guide_draft(s->g, first, k, drafts, pick, user);
 }
 
+static int sk_spec_draft_batch(skv_policy **ps, const int *first, const int *ks, int *const *drafts,
+                               int (*pick)(const float *, int, int, void *), void *const *users, int n) {
+    skv_slm_guide *gs[n > 0 ? n : 1];
+    for (int i = 0; i < n; i++) gs[i] = ((skv_state_smallkv *)ps[i]->st)->g;
+    return skv_slm_guide_draft_batch(gs, first, ks, drafts, pick, users, n);
+}
+
 /* the view the selection and the marginal weights read: drafted row t, or the live rows */
 static int sk_spec_row(skv_policy *p, int t) {
     skv_state_smallkv *s = p->st;
@@ -509,5 +516,6 @@ const skv_policy_desc skv_policy_smallkv = {
     .opts_size = sizeof(skv_smallkv_opts),
     .init = sk_init,
     .before_step_batch = sk_before_step_batch,
+    .spec_draft_batch = sk_spec_draft_batch,
     .needs_map = sk_needs_map,
 };

@@ -95,6 +95,12 @@ void skv_slm_guide_mem(const skv_slm_guide *g, skv_policy_mem *m);
 int skv_slm_guide_spec_enable(skv_slm_guide *g, int kmax, bool colsum, int head_rows);
 int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts,
                         int (*pick)(const float *logits, int pos, int i, void *user), void *user);
+/* The drafts of n <= 64 guides of one SLM (each with its own first token, k and pick user)
+ * together: step t of every guide with t <= k in one batched forward; the same rows,
+ * proposals and state as n skv_slm_guide_draft calls. On error every guide is back at its
+ * length before the call. */
+int skv_slm_guide_draft_batch(skv_slm_guide **gs, const int *first, const int *ks, int *const *drafts,
+                              int (*pick)(const float *logits, int pos, int i, void *user), void *const *users, int n);
 int skv_slm_guide_spec_keep(skv_slm_guide *g, int keep);
 
 /* ---- online head matching (smallkv_online.c) ---- */

@@ -254,43 +254,87 @@ int skv_slm_guide_spec_enable(skv_slm_guide *g, int kmax, bool colsum, int head_
     return spec_enable_at(g, kmax, colsum);
 }
 
-int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts,
-                        int (*pick)(const float *logits, int pos, int i, void *user), void *user) {
+static int draft_check(const skv_slm_guide *g, int k) {
     if (!g->spec_kmax) return skv_error("SLM guide: drafting is not enabled");
     if (k < 0 || k > g->spec_kmax) return skv_error("SLM guide: %d drafts (0..%d)", k, g->spec_kmax);
     if (g->pending) return skv_error("SLM guide: the rows of an earlier draft are still pending");
-    const int L = g->m->cfg.n_layer, V = g->m->cfg.vocab, H = g->m->cfg.n_head, n0 = g->st->n_past;
-    if (n0 + k + 1 > g->max_ctx) return skv_error("SLM guide: %d + %d tokens exceed the context of %d", n0, k + 1, g->max_ctx);
-    const double t0 = skv_now();
-    float *cs[L], *lr[L];
-    int tok = first;
-    for (int t = 0; t <= k; t++) {
-        row_ptrs(g, g->lr_set[t], cs, lr);
-        /* the last step only supplies rows for the verify: no LM head */
-        skv_fwd_opts fo = {.logits = t < k ? SKV_LOGITS_LAST : SKV_LOGITS_NONE, .n_layers = L, .colsum = cs, .lastrow = lr,
-                           .head_rows = g->head_rows};
-        if (skv_forward(g->st, &tok, 1, &fo)) {
-            g->st->n_past = n0;
-            return skv_error_prefix("SLM draft");
-        }
-        if (g->spec_colsum)
-            for (int l = 0; l < g->depth; l++)
-                for (int h = 0; h < H; h++)
-                    memcpy(g->cs_set[t][l] + (size_t)h * g->max_ctx, g->colsum[l] + (size_t)h * g->max_ctx,
-                           (size_t)(n0 + t + 1) * sizeof(float));
-        if (t < k) {
-            const int d = pick ? pick(g->st->logits, n0 + 1 + t, t, user) : skv_argmax(g->st->logits, V);
-            if (d < 0) {
-                g->st->n_past = n0;
-                return skv_error_prefix("SLM draft");
-            }
-            drafts[t] = tok = d;
-        }
-    }
-    g->pending = k + 1;
-    g->pend_n0 = n0;
-    g->seconds += skv_now() - t0;
+    if (g->st->n_past + k + 1 > g->max_ctx)
+        return skv_error("SLM guide: %d + %d tokens exceed the context of %d", g->st->n_past, k + 1, g->max_ctx);
     return 0;
+}
+
+int skv_slm_guide_draft_batch(skv_slm_guide **gs, const int *first, const int *ks, int *const *drafts,
+                              int (*pick)(const float *logits, int pos, int i, void *user), void *const *users, int n) {
+    if (n < 1) return 0;
+    if (n > 64) return skv_error("SLM guide: a draft batch of %d (at most 64)", n);
+    int kmax = 0, n0[n], tok[n];
+    for (int i = 0; i < n; i++) {
+        if (draft_check(gs[i], ks[i])) return n > 1 ? skv_error_prefix("draft batch entry %d", i) : -1;
+        if (i > 0 && (gs[i]->m != gs[0]->m || gs[i]->run_layers != gs[0]->run_layers))
+            return skv_error("draft batch entry %d: another SLM", i);
+        for (int j = 0; j < i; j++)
+            if (gs[j] == gs[i]) return skv_error("draft batch entry %d: the same guide twice", i);
+        n0[i] = gs[i]->st->n_past;
+        tok[i] = first[i];
+        if (ks[i] > kmax) kmax = ks[i];
+    }
+    const skv_model *m = gs[0]->m;
+    const int L = m->cfg.n_layer, V = m->cfg.vocab, H = m->cfg.n_head;
+    const double t0 = skv_now();
+    if (n > 1 && batch_ws(&gs[0]->bws, m, n)) return -1;
+    /* step t: every guide with t <= k runs over its token (the LLM's, then its own
+     * proposals), its rows into set t; the last step only supplies rows for the verify, so
+     * it computes no logits */
+    for (int t = 0; t <= kmax; t++) {
+        float *cs[n][L], *lr[n][L];
+        skv_state *st[n];
+        skv_fwd_opts fo[n];
+        int tk[n], ix[n], nb = 0;
+        for (int i = 0; i < n; i++) {
+            skv_slm_guide *g = gs[i];
+            if (t > ks[i]) continue;
+            row_ptrs(g, g->lr_set[t], cs[nb], lr[nb]);
+            fo[nb] = (skv_fwd_opts){.logits = t < ks[i] ? SKV_LOGITS_LAST : SKV_LOGITS_NONE, .n_layers = g->run_layers,
+                                    .colsum = cs[nb], .lastrow = lr[nb], .head_rows = g->head_rows};
+            st[nb] = g->st;
+            tk[nb] = tok[i];
+            ix[nb++] = i;
+        }
+        const int rc = nb == 1 ? skv_forward(st[0], tk, 1, &fo[0]) : skv_forward_batch(gs[0]->bws, st, tk, nb, fo);
+        for (int b = 0; b < nb && !rc; b++) {
+            const int i = ix[b];
+            skv_slm_guide *g = gs[i];
+            if (g->spec_colsum)
+                for (int l = 0; l < g->depth; l++)
+                    for (int h = 0; h < H; h++)
+                        memcpy(g->cs_set[t][l] + (size_t)h * g->max_ctx, g->colsum[l] + (size_t)h * g->max_ctx,
+                               (size_t)(n0[i] + t + 1) * sizeof(float));
+            if (t < ks[i]) {
+                const int d = pick ? pick(g->st->logits, n0[i] + 1 + t, t, users ? users[i] : NULL)
+                                   : skv_argmax(g->st->logits, V);
+                if (d < 0) goto fail;
+                drafts[i][t] = tok[i] = d;
+            }
+        }
+        if (rc) goto fail;
+    }
+    const double dt = (skv_now() - t0) / n;   /* a batched draft's time split evenly */
+    for (int i = 0; i < n; i++) {
+        gs[i]->pending = ks[i] + 1;
+        gs[i]->pend_n0 = n0[i];
+        gs[i]->seconds += dt;
+    }
+    return 0;
+fail:
+    for (int i = 0; i < n; i++) gs[i]->st->n_past = n0[i];
+    return skv_error_prefix("SLM draft");
+}
+
+int skv_slm_guide_draft(skv_slm_guide *g, int first, int k, int *drafts,
+                        int (*pick)(const float *logits, int pos, int i, void *user), void *user) {
+    void *u[1] = {user};
+    int *d[1] = {drafts};
+    return skv_slm_guide_draft_batch(&g, &first, &k, d, pick, u, 1);
 }
 
 int skv_slm_guide_spec_keep(skv_slm_guide *g, int keep) {

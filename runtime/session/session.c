@@ -802,7 +802,7 @@ int skv_session_step_batch(skv_session **ss, const int *tokens, int n) {
     for (int i = 0; i < nj; i++) {
         st[i] = join[i]->st;
         fo[i] = (skv_fwd_opts){ .logits = SKV_LOGITS_LAST, .attn = sess_attn, .attn_ctx = join[i],
-                                .n_layers = join[i]->o.n_layers };
+                                .n_layers = join[i]->o.n_layers, .head_rows = join[i]->o.head_rows };
     }
     if (batch_ws(&lead->bws, lead->m, nj)) return -1;
     if (skv_forward_batch(lead->bws, st, tk, nj, fo)) return -1;
