@@ -1,36 +1,55 @@
 #!/usr/bin/env python3
-"""paired-diff.py: accuracy difference between two policies on the same units (gsm8k, bbh,
-passkey records of `smallkv eval`), with a 95 % percentile bootstrap interval over units
-(the report's "vs full" column does this against the full cache only).
+"""paired-diff.py: difference between two policies on the same units of `smallkv eval`
+records, with a 95 % percentile bootstrap interval over units (the report's "vs full" column
+does this against the full cache only): accuracy points for gsm8k, bbh and passkey; mean KL
+(nats, each document's mean over its steps) for fidelity.
 
-usage: scripts/paired-diff.py RESULTS.json [--task gsm8k] [--budget B] A B [B ...]
-  A, B: policy labels as the records name them (e.g. smallkv:renorm:profile:score=now, quest)
-prints one line per B: units in common, A - B in points, [2.5 %, 97.5 %] of 10000 resamples.
+usage: scripts/paired-diff.py RESULTS.json [...] [--task gsm8k] [--budget B] [--corpus C] A B [B ...]
+  A, B: policy labels as the records name them (e.g. smallkv:renorm:profile:score=now, quest),
+        or LABEL@BUDGET for a cell at its own budget (e.g. quest@0.51)
+prints one line per B: units in common, A - B, [2.5 %, 97.5 %] of 10000 resamples.
 """
 import argparse, json, random, sys
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results")
+    ap.add_argument("results", nargs="+", type=str)
     ap.add_argument("--task", default="gsm8k")
     ap.add_argument("--budget", type=float, default=None, help="compressed cells at this budget (full: any)")
-    ap.add_argument("a")
-    ap.add_argument("b", nargs="+")
+    ap.add_argument("--corpus", default=None, help="fidelity: this corpus only")
+    ap.add_argument("--pair", nargs="+", required=True, metavar="LABEL", help="A B [B ...]")
     ap.add_argument("--resamples", type=int, default=10000)
     args = ap.parse_args()
-    try:
-        recs = json.load(open(args.results))["records"]
-    except (OSError, ValueError, KeyError) as e:
-        sys.exit(f"paired-diff: {args.results}: {e}")
+    if len(args.pair) < 2:
+        sys.exit("paired-diff: --pair needs A and at least one B")
+    args.a, args.b = args.pair[0], args.pair[1:]
+    recs = []
+    for path in args.results:
+        try:
+            recs += json.load(open(path))["records"]
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(f"paired-diff: {path}: {e}")
+    fid = args.task == "fidelity"
+    wanted = {}   # label -> budget it asks for (None: any / --budget)
+    for p in args.pair:
+        name, _, b = p.partition("@")
+        wanted[p] = (name, float(b) if b else None)
     by = {}
     for r in recs:
         if r.get("task") != args.task:
             continue
-        if args.budget is not None and r["policy"] != "full" and abs(r["budget"] - args.budget) > 1e-9:
+        if fid and args.corpus and r["unit"].get("corpus") != args.corpus:
             continue
         unit = json.dumps(r["unit"], sort_keys=True)
-        by.setdefault(r["policy"], {})[unit] = 1 if r["metrics"]["correct"] else 0
+        val = r["metrics"]["kl_mean"] if fid else (1 if r["metrics"]["correct"] else 0)
+        for label, (name, b) in wanted.items():
+            if r["policy"] != name:
+                continue
+            b = b if b is not None else args.budget
+            if b is not None and name != "full" and abs(r["budget"] - b) > 1e-9:
+                continue
+            by.setdefault(label, {})[unit] = val
     for p in [args.a] + args.b:
         if p not in by:
             sys.exit(f"paired-diff: no {args.task} records of policy '{p}' (have: {', '.join(sorted(by))})")
@@ -45,7 +64,10 @@ def main():
         means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(args.resamples))
         lo, hi = means[int(0.025 * args.resamples)], means[int(0.975 * args.resamples) - 1]
         inside = " (0 inside)" if lo <= 0 <= hi else ""
-        print(f"{args.a} - {b}: {n} units, {100 * sum(d) / n:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}]{inside}")
+        if fid:
+            print(f"{args.a} - {b}: {n} documents, {sum(d) / n:+.3f} nats [{lo:+.3f}, {hi:+.3f}]{inside}")
+        else:
+            print(f"{args.a} - {b}: {n} units, {100 * sum(d) / n:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}]{inside}")
 
 
 if __name__ == "__main__":
