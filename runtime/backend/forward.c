@@ -548,10 +548,9 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
     hv.rows = 0;
     for (int i = 0; i < n; i++) {
         const skv_weight e = head_view(m, opts ? &opts[i] : NULL);
-        const skv_logits_mode lm = opts ? opts[i].logits : SKV_LOGITS_LAST;
-        if (lm != SKV_LOGITS_NONE && e.rows > hv.rows) hv.rows = e.rows;
+        if ((opts ? opts[i].logits : SKV_LOGITS_LAST) != SKV_LOGITS_NONE && e.rows > hv.rows) hv.rows = e.rows;
     }
-    const int HR = (int)hv.rows;
+    const size_t HR = (size_t)hv.rows;
     skv_rmsnorm(w->xb, w->x, m->out_norm.data, nr, C, c->norm_eps);
     skv_matmul(w->logits, w->xb, &hv, nr);   /* (nr, HR) */
     for (int i = 0, j = 0; i < n; i++) {
@@ -559,14 +558,11 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
         const skv_logits_mode lm = opts ? opts[i].logits : SKV_LOGITS_LAST;
         if (lm == SKV_LOGITS_NONE) continue;
         const int cnt = lm == SKV_LOGITS_ALL ? T : 1;
-        if (HR == V) memcpy(states[i]->logits, w->logits + (size_t)j * V, (size_t)cnt * V * sizeof(float));
-        else {
-            const skv_weight e = head_view(m, &opts[i]);
-            for (int r = 0; r < cnt; r++) {
-                float *dst = states[i]->logits + (size_t)r * V;
-                memcpy(dst, w->logits + (size_t)(j + r) * HR, (size_t)HR * sizeof(float));
-                head_fill(dst, &e, V);
-            }
+        const skv_weight e = head_view(m, opts ? &opts[i] : NULL);
+        for (int r = 0; r < cnt; r++) {
+            float *dst = states[i]->logits + (size_t)r * V;
+            memcpy(dst, w->logits + (size_t)(j + r) * HR, HR * sizeof(float));
+            head_fill(dst, &e, V);
         }
         j += cnt;
     }
