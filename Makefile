@@ -349,6 +349,8 @@ QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM
 # nice): OMP_WAIT_POLICY=PASSIVE puts a thread to sleep at each of a step's ~200 barriers
 # and made the SLM's step 1.3x slower (10.8 vs 8.1 ms); run it on an otherwise idle machine
 QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
+# the newer evaluations (sections 11-14 of docs/results.md) run the default (8-row group) layout
+QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED)
 
 .PHONY: eval-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
 eval-quick: $(SKV)
@@ -376,7 +378,7 @@ eval-retrieval: $(SKV)
 # the committed records hold documents 0-3 of each corpus; EQMEM_DOCS=8 (the issue's sample)
 # resumes them with 4-7, about 10 min a document for the first line's cells on 2 idle cores
 EQMEM_DOCS ?= 4
-EQMEM := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) \
+EQMEM := $(QEVAL_PACKED) \
 	fidelity --tokens 768 --prefill 512 --limit $(EQMEM_DOCS) --corpora wikitext2,multi_news,pg-essays --batch 16 -o results/qwen-equal-memory.json
 eval-equal-memory: $(SKV)
 	@mkdir -p results
@@ -391,15 +393,15 @@ eval-equal-memory: $(SKV)
 # about 40 s a problem on 2 cores; resumable
 eval-gsm8k-200: $(SKV)
 	@mkdir -p results
-	OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) \
+	$(QEVAL_PACKED) \
 	  gsm8k --policies full,smallkv,quest,oracle,snapkv --budgets 0.1 --limit 200 -o results/qwen-gsm8k-200.json
 # the rest of the issue's GSM8K set (not yet run: about 2 h at 10 %, 1 h at 5 % on 2 cores; the
 # full cache's answers are those of results/qwen-gsm8k-200.json: report both files together)
 eval-gsm8k-rest: $(SKV)
 	@mkdir -p results
-	OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) \
+	$(QEVAL_PACKED) \
 	  gsm8k --policies h2o,streamingllm,adakv,smallkv:score=acc --budgets 0.1 --limit 200 -o results/qwen-gsm8k-200.json
-	OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) \
+	$(QEVAL_PACKED) \
 	  gsm8k --policies h2o,streamingllm,snapkv,adakv,quest,oracle,smallkv:score=acc,smallkv --budgets 0.05 --limit 100 \
 	  -o results/qwen-gsm8k-5pct.json
 
@@ -423,7 +425,7 @@ eval-spec-batch: all
 # 20 % (each cell alone; answers equal the plain cells'; resumable); the default layout
 eval-spec-gsm8k: $(SKV)
 	@mkdir -p results
-	OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) gsm8k --policies full,smallkv --budgets 0.2 --limit 50 --draft 4 -o results/qwen-gsm8k-draft.json
+	$(QEVAL_PACKED) gsm8k --policies full,smallkv --budgets 0.2 --limit 50 --draft 4 -o results/qwen-gsm8k-draft.json
 
 eval: eval-fidelity eval-ablation eval-passkey eval-speed eval-gsm8k eval-bbh eval-report
 # the 1535-step protocol (N = 2048, P = 512), one document per corpus, every policy and budget
@@ -463,10 +465,10 @@ eval-bbh: $(SKV)
 	$(QEVAL) bbh --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_BBH_LIMIT) -o results/qwen-bbh.json
 # BBH with 10 prompts per task (docs/results.md section 14): SmallKV's two scores against Quest,
 # the oracle bound, the baselines as published and the full cache; the default layout, a clean
-# commit; about 1 min a prompt for the 15 cells on 2 cores; resumable
+# commit; about 2.7 min a prompt for the 15 cells on 2 cores (108 min); resumable
 eval-bbh-retrieval: $(SKV)
 	@mkdir -p results
-	OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) \
+	$(QEVAL_PACKED) \
 	  bbh --policies full,streamingllm,h2o,snapkv,quest,oracle,smallkv:score=acc,smallkv --budgets 0.1,0.2 \
 	  --limit 10 -o results/qwen-bbh-retrieval.json
 eval-report: $(SKV)
