@@ -312,7 +312,8 @@ valgrind: all
 #   make eval-quick   test pair (SmolLM2 as SLM and LLM), reduced grid, minutes on 2 cores
 #   make eval         evaluation pair (Qwen2.5-Coder 0.5B SLM, 1.5B LLM), in resumable pieces
 #                     of under two hours each on 2 cores:
-#                     make eval-fidelity eval-ablation eval-passkey eval-speed eval-gsm8k eval-bbh
+#                     make eval-fidelity eval-ablation eval-passkey eval-speed eval-gsm8k
+#                     eval-gsm8k-200 eval-passkey-retrieval eval-bbh-retrieval eval-equal-memory
 #                     (each resumes its results/*.json; interrupt and rerun at will). One exact
 #                     prefill per document / prompt is derived into every cell, and the cells
 #                     decode together in batches (--batch).
@@ -342,7 +343,6 @@ EVAL_ABLATION ?= smallkv:score=acc:nosal,smallkv:score=acc:nomarg,smallkv:score=
 EVAL_TASK_POLICIES ?= full,h2o,snapkv:decode=evict,pyramidkv:decode=evict,ems,smallkv
 EVAL_BUDGETS  ?= 0.05,0.1,0.2,0.4
 EVAL_LIMIT    ?= 100
-EVAL_BBH_LIMIT ?= 4
 QUICK := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(SMOL) --slm $(SMOL) $(SMOL_MAP) --threads $(EVAL_THREADS)
 QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 # eval-speed times the steps, so it runs like `generate` (OpenMP's default wait policy, no
@@ -352,14 +352,24 @@ QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --thr
 # the newer evaluations (sections 11-14 of docs/results.md) run the default (8-row group) layout
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED)
 
-.PHONY: eval-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-bbh eval-report
+.PHONY: eval-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV)
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
-	  --policies full,streamingllm,h2o,snapkv:decode=evict,pyramidkv:decode=evict,adakv:decode=evict,ems,smallkv:sum,smallkv:mass -o results/quick-fidelity.json
+	  --policies full,streamingllm,h2o,snapkv:decode=evict,pyramidkv:decode=evict,adakv:decode=evict,ems,smallkv:score=acc:sum,smallkv:score=acc:mass,smallkv:score=acc,smallkv \
+	  -o results/quick-fidelity.json
 	$(QUICK) passkey --lengths 1024 --depths 0,50,100 --budgets 0.2 \
-	  --policies full,h2o,snapkv:decode=evict,smallkv:sum -o results/quick-passkey.json
+	  --policies full,h2o,snapkv:decode=evict,smallkv:score=acc:sum,smallkv:score=acc,smallkv -o results/quick-passkey.json
 	$(SKV) eval report results/quick-fidelity.json results/quick-passkey.json -o results/quick.md
+# the combine rule of the marginal compensation under the method's score (docs/results.md
+# section 7): 640-token documents, 127 decode steps, the test pair and the evaluation pair;
+# a few minutes on 2 cores
+eval-combine: $(SKV)
+	@mkdir -p results
+	$(QUICK) fidelity --policies full,smallkv:score=acc:sum,smallkv:score=acc:mass,smallkv:score=acc:renorm \
+	  --budgets 0.8,0.3 --tokens 640 --prefill 512 --corpora wikitext2 -o results/quick-fidelity-combine.json
+	$(QEVAL) fidelity --policies full,h2o,smallkv:score=acc:sum,smallkv:score=acc:mass,smallkv:score=acc:renorm \
+	  --budgets 0.1,0.2 --tokens 640 --prefill 512 --corpora wikitext2 -o results/qwen-fidelity-combine.json
 
 # query-aware selection against its bound on the test pair (docs/results.md section 9,
 # docs/lab/retrieval.md): SmallKV's two scores, Quest and the oracle, with SnapKV as
@@ -427,7 +437,7 @@ eval-spec-gsm8k: $(SKV)
 	@mkdir -p results
 	$(QEVAL_PACKED) gsm8k --policies full,smallkv --budgets 0.2 --limit 50 --draft 4 -o results/qwen-gsm8k-draft.json
 
-eval: eval-fidelity eval-ablation eval-passkey eval-speed eval-gsm8k eval-bbh eval-report
+eval: eval-fidelity eval-ablation eval-passkey eval-passkey-retrieval eval-speed eval-gsm8k eval-gsm8k-200 eval-bbh-retrieval eval-equal-memory eval-report
 # the 1535-step protocol (N = 2048, P = 512), one document per corpus, every policy and budget
 eval-fidelity: $(SKV)
 	@mkdir -p results
@@ -440,7 +450,7 @@ eval-ablation: $(SKV)
 # resumes a single-variant results file, whose records are variant 0
 eval-passkey: $(SKV)
 	@mkdir -p results
-	$(QEVAL) passkey --policies $(EVAL_POLICIES) --budgets 0.1,0.2 -o results/qwen-passkey.json
+	$(QEVAL) passkey --policies $(EVAL_POLICIES) --budgets 0.1,0.2 --variants 1 -o results/qwen-passkey.json
 # the retrieval comparison on passkey (docs/results.md section 13): SmallKV (both scores)
 # against Quest, the oracle bound and the baselines as published, 3 keys and phrasings per
 # (length, depth) cell, all records from one commit; resumable
@@ -460,9 +470,6 @@ eval-gsm8k: $(SKV)
 	@mkdir -p results
 	$(QEVAL) gsm8k --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_LIMIT) -o results/qwen-gsm8k.json
 	$(QEVAL) gsm8k --policies smallkv:score=acc --budgets 0.1,0.2 --limit 60 -o results/qwen-gsm8k.json
-eval-bbh: $(SKV)
-	@mkdir -p results
-	$(QEVAL) bbh --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_BBH_LIMIT) -o results/qwen-bbh.json
 # BBH with 10 prompts per task (docs/results.md section 14): SmallKV's two scores against Quest,
 # the oracle bound, the baselines as published and the full cache; the default layout, a clean
 # commit; about 2.7 min a prompt for the 15 cells on 2 cores (108 min); resumable
