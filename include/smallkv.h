@@ -188,6 +188,10 @@ typedef struct {
     int spec_passes;         /* LLM verify passes */
     int spec_drafted;        /* tokens the SLM proposed */
     int spec_accepted;       /* of those, tokens the LLM agreed with */
+    double spec_draft_seconds;    /* of decode_seconds: the SLM proposing, */
+    double spec_fork_seconds;     /* copying the LLM session to verify on (compressing policies), */
+    double spec_verify_seconds;   /* the LLM's verify passes, */
+    double spec_rollback_seconds; /* accepting and rolling back (truncate or replay) */
 } smallkv_stats;
 
 void smallkv_get_stats(const smallkv_session *s, smallkv_stats *st);

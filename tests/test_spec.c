@@ -249,6 +249,12 @@ static void identical(bool spoiled, const char *policy, double budget) {
         assert_true(stt.spec_passes > 0);
         assert_true(stt.spec_accepted <= stt.spec_drafted);
         assert_true(stt.spec_drafted <= Ks[k] * stt.spec_passes);
+        /* the rounds' phases are parts of the decode time, and drafting and verifying took some */
+        const double phases = stt.spec_draft_seconds + stt.spec_fork_seconds + stt.spec_verify_seconds +
+                              stt.spec_rollback_seconds;
+        assert_true(stt.spec_draft_seconds > 0 && stt.spec_verify_seconds > 0);
+        assert_true(stt.spec_fork_seconds >= 0 && stt.spec_rollback_seconds >= 0);
+        assert_true(phases <= stt.decode_seconds * (1 + 1e-9));
         /* the LLM steps every emitted token but the last: passes + accepted of them */
         smallkv_stats s0t;
         smallkv_get_stats(s0, &s0t);

@@ -38,6 +38,9 @@ struct smallkv_session {
                                  policy drafts with its own SLM) */
     int *hist; int hist_n;    /* every token in the LLM's sequence (hist_n = its length) */
     int spec_passes, spec_drafted, spec_accepted;
+    /* wall time of the rounds' phases: drafting, forking the LLM session, the verify
+     * pass, accepting and rolling back (truncate or replay) */
+    double spec_draft_s, spec_fork_s, spec_verify_s, spec_close_s;
     /* sampling in smallkv_generate (temperature 0: greedy) */
     float temp;
     unsigned long long rng;

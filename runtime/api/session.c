@@ -369,6 +369,10 @@ void smallkv_get_stats(const smallkv_session *s, smallkv_stats *st) {
     st->spec_passes = s->spec_passes;
     st->spec_drafted = s->spec_drafted;
     st->spec_accepted = s->spec_accepted;
+    st->spec_draft_seconds = s->spec_draft_s;
+    st->spec_fork_seconds = s->spec_fork_s;
+    st->spec_verify_seconds = s->spec_verify_s;
+    st->spec_rollback_seconds = s->spec_close_s;
 }
 
 const char *smallkv_session_device(const smallkv_session *s) { return s->be->name; }
@@ -376,6 +380,7 @@ const char *smallkv_session_device(const smallkv_session *s) { return s->be->nam
 void smallkv_stats_reset(smallkv_session *s) {
     s->prefill_tokens = s->decode_tokens = 0;
     s->spec_passes = s->spec_drafted = s->spec_accepted = 0;
+    s->spec_draft_s = s->spec_fork_s = s->spec_verify_s = s->spec_close_s = 0;
     s->prefill_s = s->decode_s = 0;
     s->ttft = 0;
     s->t_prefill0 = skv_now();

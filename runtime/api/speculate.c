@@ -347,6 +347,8 @@ static int round_close(spec_lane *L, double verify_s) {
     if (s->drafter && s->drafter->n > n0 + keep && skv_session_truncate(s->drafter, n0 + keep)) return -1;
     memcpy(s->hist + n0, tok, (size_t)keep * sizeof(int));
     s->hist_n = n0 + keep;
+    s->spec_verify_s += verify_s;
+    s->spec_close_s += skv_now() - t0;
     s->decode_s += L->secs + verify_s + (skv_now() - t0);
     s->decode_tokens += keep;
     return 0;
@@ -366,9 +368,15 @@ static int run_lanes(spec_lane *ls, int n) {
             else if (ls[i].k > 0) open[no++] = i;
             live += !ls[i].done;
         }
+        const double td = skv_now();
         if (!rc && no && draft_lanes(ls, open, no)) rc = -1;
-        for (int i = 0; i < no && !rc; i++)
+        const double dd = skv_now() - td;   /* each lane waited for all the drafts */
+        for (int i = 0; i < no; i++) ls[open[i]].s->spec_draft_s += dd;
+        for (int i = 0; i < no && !rc; i++) {
+            const double tf = skv_now();
             if (round_fork(&ls[open[i]])) rc = -1;
+            ls[open[i]].s->spec_fork_s += skv_now() - tf;
+        }
         if (rc || !live) {
             for (int i = 0; i < no; i++) drop_round(&ls[open[i]]);
             break;

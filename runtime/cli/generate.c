@@ -103,6 +103,10 @@ static void print_stats(const smallkv_session *s, const smallkv_session *ctx_ses
                 "(%.1f%%), %.2f accepted per pass\n", st.spec_passes, st.decode_tokens,
                 st.decode_tokens ? (double)st.spec_passes / st.decode_tokens : 0, st.spec_accepted, st.spec_drafted,
                 st.spec_drafted ? 100.0 * st.spec_accepted / st.spec_drafted : 0, (double)st.spec_accepted / st.spec_passes);
+    if (st.spec_passes)
+        fprintf(stderr, "[stats] speculative rounds: draft %.2f s, fork %.2f s, verify %.2f s, accept + rollback "
+                "%.2f s (of decode %.2f s)\n", st.spec_draft_seconds, st.spec_fork_seconds, st.spec_verify_seconds,
+                st.spec_rollback_seconds, st.decode_seconds);
 }
 
 static int print_token(int id, const char *b, size_t len, void *user) {
