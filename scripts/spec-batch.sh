@@ -16,6 +16,6 @@ for f in ${Q[1]} ${Q[3]} $P $B; do [ -e "$f" ] || { echo "spec-batch: $f missing
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 scripts/spec-prompts.py "$tmp"
-echo "# spec-batch: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo -dirty), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, $N tokens a sequence"
+echo "# spec-batch: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!results' 2>/dev/null || echo -dirty), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, $N tokens a sequence"
 $B "${Q[@]}" --policy full --drafts "0 1 2 3" -n "$N" "$tmp"/he0.txt "$tmp"/he10.txt "$tmp"/gsm0.txt
 $B "${Q[@]}" --profile $P --policy smallkv --budget 0.2 --drafts "0 2 3" -n "$N" "$tmp"/he0.txt "$tmp"/he10.txt "$tmp"/gsm0.txt | tail -n +3

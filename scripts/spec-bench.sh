@@ -28,7 +28,7 @@ for f in $LLM $SLM build/bin/smallkv; do [ -e "$f" ] || { echo "spec-bench: $f m
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 scripts/spec-prompts.py "$tmp"
-echo "# spec-bench: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo -dirty), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, policy $POLICY budget $BUDGET, $N tokens, draft vocabulary $VOCAB"
+echo "# spec-bench: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!results' 2>/dev/null || echo -dirty), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, policy $POLICY budget $BUDGET, $N tokens, draft vocabulary $VOCAB"
 printf '%-14s %5s %9s %7s %8s %12s %10s %12s %s\n' prompt K tok/s ratio vs_full passes/tok accepted mean_acc same
 for p in $PROMPTS; do
     chat=""; [ $p = gsm0 ] && chat="--chat"
