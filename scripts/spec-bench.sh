@@ -2,7 +2,8 @@
 # spec-bench.sh: speculative decoding on the Qwen2.5-Coder pair (0.5B drafts for 1.5B, policy
 # full unless SPEC_POLICY): for two HumanEval prompts (completion) and one GSM8K question (--chat), 128 greedy
 # tokens with --draft 0 (plain), 2, 4, 6; prints decode tokens/s, the ratio to plain decoding,
-# LLM passes per token, draft acceptance and mean accepted length, and checks that every
+# LLM passes per token, draft acceptance and mean accepted length, the share of decode time
+# spent drafting (the SLM's proposals: generate --stats' speculative rounds), and checks that every
 # draft run printed the same text as the plain run. docs/performance.md, "Speculative decoding".
 # Environment: OMP_NUM_THREADS (default 2), SPEC_N (128), SPEC_KS ("2 4 6"; aK = --draft K
 # --draft-adapt), SPEC_POLICY (full),
@@ -29,7 +30,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 scripts/spec-prompts.py "$tmp"
 echo "# spec-bench: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!results' 2>/dev/null || echo -dirty), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, policy $POLICY budget $BUDGET, $N tokens, draft vocabulary $VOCAB"
-printf '%-14s %5s %9s %7s %8s %12s %10s %12s %s\n' prompt K tok/s ratio vs_full passes/tok accepted mean_acc same
+printf '%-14s %5s %9s %7s %8s %12s %10s %12s %11s %s\n' prompt K tok/s ratio vs_full passes/tok accepted mean_acc draft_share same
 for p in $PROMPTS; do
     chat=""; [ $p = gsm0 ] && chat="--chat"
     base=0
@@ -50,15 +51,19 @@ for p in $PROMPTS; do
         tps=$(sed -n 's/.*decode [0-9]* steps in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$tmp/$p.$k.err")
         [ $k = 0 ] && base=$tps
         ratio=$(python3 -c "print(f'{$tps/$base:.2f}')")
-        ppt=1.000; acc=-; mean=-
+        ppt=1.000; acc=-; mean=-; dshare=-
         if [ $k != 0 ]; then
             l=$(grep speculative "$tmp/$p.$k.err")
             ppt=$(sed -n 's/.*(\([0-9.]*\) per token).*/\1/p' <<<"$l")
             acc=$(sed -n 's/.*drafts accepted (\([0-9.]*%\)).*/\1/p' <<<"$l")
             mean=$(sed -n 's/.*, \([0-9.]*\) accepted per pass.*/\1/p' <<<"$l")
+            r=$(grep 'speculative rounds' "$tmp/$p.$k.err")
+            ds=$(sed -n 's/.*draft \([0-9.]*\) s,.*/\1/p' <<<"$r")
+            dd=$(sed -n 's/.*(of decode \([0-9.]*\) s).*/\1/p' <<<"$r")
+            dshare=$(python3 -c "print(f'{100 * $ds / $dd:.0f}%')")
         fi
         vs=-; [ -n "$full" ] && vs=$(python3 -c "print(f'{$tps/$full:.2f}')")
         same=yes; cmp -s "$tmp/$p.0.out" "$tmp/$p.$k.out" || same=NO
-        printf '%-14s %5s %9s %7s %8s %12s %10s %12s %s\n' $p $k $tps $ratio $vs $ppt $acc $mean $same
+        printf '%-14s %5s %9s %7s %8s %12s %10s %12s %11s %s\n' $p $k $tps $ratio $vs $ppt $acc $mean $dshare $same
     done
 done
