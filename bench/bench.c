@@ -216,8 +216,6 @@ static double step_time(skv_state *s, int S, int n_layers, int steps) {
     return (skv_now() - t0) / steps;
 }
 
-/* One LLM pass over T new tokens at context S with logits for each (what a speculative
- * step's verification costs: T = drafted tokens + 1), seconds per pass. */
 /* Seconds of one speculative verify pass of T rows (T = 0: one plain decode step) on a
  * session of S tokens, truncated back to S after each: the fastest of reps after a warm-up. */
 static double session_pass_time(skv_session *s, int S, int T, int reps) {

@@ -347,9 +347,10 @@ static int round_close(spec_lane *L, double verify_s) {
     if (s->drafter && s->drafter->n > n0 + keep && skv_session_truncate(s->drafter, n0 + keep)) return -1;
     memcpy(s->hist + n0, tok, (size_t)keep * sizeof(int));
     s->hist_n = n0 + keep;
+    const double close_s = skv_now() - t0;
     s->spec_verify_s += verify_s;
-    s->spec_close_s += skv_now() - t0;
-    s->decode_s += L->secs + verify_s + (skv_now() - t0);
+    s->spec_close_s += close_s;
+    s->decode_s += L->secs + verify_s + close_s;
     s->decode_tokens += keep;
     return 0;
 }
