@@ -297,12 +297,16 @@ static int draft_lanes(spec_lane *ls, const int *open, int no) {
 /* After the drafts: the session the lane's rows are verified on. */
 static int round_fork(spec_lane *L) {
     smallkv_session *s = L->s;
+    const double tf = skv_now();
     /* a policy whose cache only appends rolls back by truncation; the others verify a fork
      * (cache and policy state copied) and, after a rejection, replay the kept rows on the
      * untouched session */
     L->v = skv_policy_has(s->s->pol, SKV_POLICY_KEEPS_ALL) ? s->s : skv_session_fork(s->s);
     if (!L->v) return -1;
-    L->secs = skv_now() - L->t0;   /* a batched draft: each lane waited for all of it */
+    /* one clock read ends both, so the fork's time stays a part of the round's */
+    const double t1 = skv_now();
+    s->spec_fork_s += t1 - tf;
+    L->secs = t1 - L->t0;   /* a batched draft: each lane waited for all of it */
     return 0;
 }
 
@@ -373,11 +377,8 @@ static int run_lanes(spec_lane *ls, int n) {
         if (!rc && no && draft_lanes(ls, open, no)) rc = -1;
         const double dd = skv_now() - td;   /* each lane waited for all the drafts */
         for (int i = 0; i < no; i++) ls[open[i]].s->spec_draft_s += dd;
-        for (int i = 0; i < no && !rc; i++) {
-            const double tf = skv_now();
+        for (int i = 0; i < no && !rc; i++)
             if (round_fork(&ls[open[i]])) rc = -1;
-            ls[open[i]].s->spec_fork_s += skv_now() - tf;
-        }
         if (rc || !live) {
             for (int i = 0; i < no; i++) drop_round(&ls[open[i]]);
             break;
