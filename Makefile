@@ -468,8 +468,8 @@ eval-calibration: $(SKV)
 	$(if $(wildcard $(QWEN_PROF)),$(QEVAL) calibration --budgets 0.1,0.2 -o results/qwen-calibration.json,@echo "eval-calibration: $(QWEN_PROF) missing, skipped")
 eval-gsm8k: $(SKV)
 	@mkdir -p results
-	$(QEVAL) gsm8k --policies $(EVAL_TASK_POLICIES) --budgets 0.1,0.2 --limit $(EVAL_LIMIT) -o results/qwen-gsm8k.json
-	$(QEVAL) gsm8k --policies smallkv:score=acc --budgets 0.1,0.2 --limit 60 -o results/qwen-gsm8k.json
+	$(QEVAL) gsm8k --policies $(EVAL_TASK_POLICIES),smallkv:score=acc --budgets 0.1,0.2 --limit $(EVAL_LIMIT) \
+	  -o results/qwen-gsm8k.json
 # BBH with 10 prompts per task (docs/results.md section 14): SmallKV's two scores against Quest,
 # the oracle bound, the baselines as published and the full cache; the default layout, a clean
 # commit; about 2.7 min a prompt for the 15 cells on 2 cores (108 min); resumable
