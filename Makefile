@@ -313,7 +313,8 @@ valgrind: all
 #   make eval         evaluation pair (Qwen2.5-Coder 0.5B SLM, 1.5B LLM), in resumable pieces
 #                     of under two hours each on 2 cores:
 #                     make eval-fidelity eval-ablation eval-passkey eval-speed eval-gsm8k
-#                     eval-gsm8k-200 eval-passkey-retrieval eval-bbh-retrieval eval-equal-memory
+#                     eval-gsm8k-200 eval-gsm8k-rest eval-gsm8k-equal-memory eval-passkey-retrieval
+#                     eval-bbh-retrieval eval-equal-memory
 #                     (each resumes its results/*.json; interrupt and rerun at will). One exact
 #                     prefill per document / prompt is derived into every cell, and the cells
 #                     decode together in batches (--batch).
@@ -354,7 +355,7 @@ QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --thr
 # the newer evaluations (sections 11-14 of docs/results.md) run the default (8-row group) layout
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED)
 
-.PHONY: eval-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
+.PHONY: eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV)
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -407,9 +408,10 @@ eval-gsm8k-200: $(SKV)
 	@mkdir -p results
 	$(QEVAL_PACKED) \
 	  gsm8k --policies full,smallkv,quest,oracle,snapkv --budgets 0.1 --limit 200 -o results/qwen-gsm8k-200.json
-# the rest of the issue's GSM8K set: the 10 % command has been run (1 h 45 min on 2 idle cores,
-# docs/results.md section 12), the 5 % one not yet (about 1.5 h); the full cache's answers are
-# those of results/qwen-gsm8k-200.json: report both files together
+# the rest of the issue's GSM8K set (docs/results.md section 12): H2O, StreamingLLM, Ada-KV
+# and score=acc at 10 % on 200 problems (1 h 45 min on 2 idle cores), then every policy at 5 %
+# on 100 (about 1 h); the full cache's answers are those of results/qwen-gsm8k-200.json:
+# report both files together
 eval-gsm8k-rest: $(SKV)
 	@mkdir -p results
 	$(QEVAL_PACKED) \
@@ -417,6 +419,17 @@ eval-gsm8k-rest: $(SKV)
 	$(QEVAL_PACKED) \
 	  gsm8k --policies h2o,streamingllm,snapkv,adakv,quest,oracle,smallkv:score=acc,smallkv --budgets 0.05 --limit 100 \
 	  -o results/qwen-gsm8k-5pct.json
+
+# GSM8K at equal total device memory (docs/results.md section 15), 100 problems: SmallKV
+# score=now at 10 % hot with its SLM cache compressed (slmb) to 24 %, 20 % in total, against
+# Quest and H2O at 20 % and given the SLM cache's whole bytes as hot budget (10 % -> 51 %);
+# the other cells are those of results/qwen-gsm8k-200.json (report both files together);
+# about 1 h on 2 cores; resumable
+GSM8K_EQMEM := $(QEVAL_PACKED) gsm8k --limit 100 -o results/qwen-gsm8k-equal-memory.json
+eval-gsm8k-equal-memory: $(SKV)
+	@mkdir -p results
+	$(GSM8K_EQMEM) --policies smallkv:slmb=0.24 --budgets 0.1
+	$(GSM8K_EQMEM) --policies quest,h2o --budgets 0.2,0.51
 
 # speculative decoding (scripts/spec-bench.sh, docs/performance.md): the plain full cache
 # and SmallKV at 20 %, each with the SLM drafting 2 / 4 (/ 6) tokens, adaptively up to 6, and
@@ -440,7 +453,7 @@ eval-spec-gsm8k: $(SKV)
 	@mkdir -p results
 	$(QEVAL_PACKED) gsm8k --policies full,smallkv --budgets 0.2 --limit 50 --draft 4 -o results/qwen-gsm8k-draft.json
 
-eval: eval-fidelity eval-ablation eval-passkey eval-passkey-retrieval eval-speed eval-gsm8k eval-gsm8k-200 eval-bbh-retrieval eval-equal-memory eval-report
+eval: eval-fidelity eval-ablation eval-passkey eval-passkey-retrieval eval-speed eval-gsm8k eval-gsm8k-200 eval-gsm8k-rest eval-gsm8k-equal-memory eval-bbh-retrieval eval-equal-memory eval-report
 # the 1535-step protocol (N = 2048, P = 512), one document per corpus, every policy and budget
 eval-fidelity: $(SKV)
 	@mkdir -p results
