@@ -410,7 +410,7 @@ eval-gsm8k-200: $(SKV)
 	  gsm8k --policies full,smallkv,quest,oracle,snapkv --budgets 0.1 --limit 200 -o results/qwen-gsm8k-200.json
 # the rest of the issue's GSM8K set (docs/results.md section 12): H2O, StreamingLLM, Ada-KV
 # and score=acc at 10 % on 200 problems (1 h 45 min on 2 idle cores), then every policy at 5 %
-# on 100 (about 1 h); the full cache's answers are those of results/qwen-gsm8k-200.json:
+# on 100 (1 h 12 min); the full cache's answers are those of results/qwen-gsm8k-200.json:
 # report both files together
 eval-gsm8k-rest: $(SKV)
 	@mkdir -p results
