@@ -7,7 +7,8 @@
 #   make bench-ab BASE=rev   decode speed of the working tree against rev, as ratios
 #   make CUDA=1       with the CUDA backend (kernels/cuda/, nvcc + cuBLAS; dir build-cuda/)
 #   make install PREFIX=~/.local   library (static + shared), header, smallkv.pc, tools
-#   make profiles     rebuild the shipped profiles from ../shared/data (scripts/make-profiles.sh)
+#   make data         fetch the evaluation data sets into data/ (scripts/fetch-data.sh)
+#   make profiles     rebuild the shipped profiles (scripts/make-profiles.sh)
 CC      ?= gcc
 SAN     ?= 0
 CUDA    ?= 0
@@ -77,7 +78,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: profiles bench-ab all test check run serve serve-load serve-check deps models models-test bench clean tools print-lib-src \
+.PHONY: data data-test profiles bench-ab all test check run serve serve-load serve-check deps models models-test bench clean tools print-lib-src \
         install uninstall shared
 all: $(LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
@@ -209,6 +210,7 @@ test: all
 # The README's two commands. `check`: install, fetch the test model, build, run the tests.
 check: deps
 	scripts/fetch-models.sh test
+	scripts/fetch-data.sh --allow-missing test
 	$(MAKE) -j$(shell nproc) all
 	$(MAKE) test
 # `run`: install, fetch the default models, build, run the main job on them.
@@ -238,6 +240,14 @@ serve-check: $(BUILD)/bin/smallkv
 deps:
 	scripts/install-deps.sh
 
+# the evaluation data sets, pinned by sha256 (scripts/data-manifest.tsv), into data/ (or
+# $$SKV_DATA_DIR): from their public sources, else from a mirror folder named by SKV_DATA
+# (docs/data.md); `data-test` only the sets the test suite reads, and missing ones only warn
+data:
+	scripts/fetch-data.sh
+data-test:
+	scripts/fetch-data.sh --allow-missing test
+
 models:
 	scripts/fetch-models.sh all
 models-test:
@@ -248,9 +258,9 @@ bench: all
 	$(BUILD)/bin/bench $(if $(filter quick,$(BENCH)),--quick,) $(if $(filter pair,$(BENCH)),--pair-only,)
 
 # the working tree's decode speed against revision BASE (default HEAD) as ratios measured in
-# rebuild the shipped profiles from ../shared/data (scripts/make-profiles.sh; about 20 min
+# rebuild the shipped profiles from data/ (scripts/make-profiles.sh; about 20 min
 # on 2 cores; `make profiles PROFILES=smollm2` for one; resumes from $(BUILD)/profiles-work/)
-profiles: tools
+profiles: tools | data
 	BUILD=$(BUILD) scripts/make-profiles.sh $(PROFILES)
 
 # one process, both builds side by side (scripts/bench-ab.sh, bench/bench_pair.c)
@@ -356,7 +366,7 @@ QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --thr
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED)
 
 .PHONY: eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
-eval-quick: $(SKV)
+eval-quick: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
 	  --policies full,streamingllm,h2o,snapkv:decode=evict,pyramidkv:decode=evict,adakv:decode=evict,ems,smallkv:score=acc:sum,smallkv:score=acc:mass,smallkv:score=acc,smallkv \
@@ -367,7 +377,7 @@ eval-quick: $(SKV)
 # the combine rule of the marginal compensation under the method's score (docs/results.md
 # section 7): 640-token documents, 127 decode steps, the test pair and the evaluation pair;
 # a few minutes on 2 cores
-eval-combine: $(SKV)
+eval-combine: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --policies full,smallkv:score=acc:sum,smallkv:score=acc:mass,smallkv:score=acc:renorm \
 	  --budgets 0.8,0.3 --tokens 640 --prefill 512 --corpora wikitext2 -o results/quick-fidelity-combine.json
@@ -378,7 +388,7 @@ eval-combine: $(SKV)
 # docs/lab/retrieval.md): SmallKV's two scores, Quest and the oracle, with SnapKV as
 # published (decode=keep) and held to the budget, the 1535-step protocol
 RETRIEVAL_POLICIES ?= full,streamingllm,h2o,snapkv,snapkv:decode=evict,quest,oracle,smallkv:score=acc,smallkv
-eval-retrieval: $(SKV)
+eval-retrieval: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --budgets 0.1,0.2 --policies $(RETRIEVAL_POLICIES) --batch 16 -o results/smol-retrieval.json
 
@@ -393,7 +403,7 @@ eval-retrieval: $(SKV)
 EQMEM_DOCS ?= 4
 EQMEM := $(QEVAL_PACKED) \
 	fidelity --tokens 768 --prefill 512 --limit $(EQMEM_DOCS) --corpora wikitext2,multi_news,pg-essays --batch 16 -o results/qwen-equal-memory.json
-eval-equal-memory: $(SKV)
+eval-equal-memory: $(SKV) | data
 	@mkdir -p results
 	$(EQMEM) --policies full,h2o,streamingllm,snapkv,quest,smallkv:score=acc,smallkv --budgets 0.1,0.2
 	$(EQMEM) --policies h2o,streamingllm,snapkv,quest --budgets 0.51,0.61
@@ -404,7 +414,7 @@ eval-equal-memory: $(SKV)
 # GSM8K at 10 % on 200 problems (docs/results.md section 12): SmallKV score=now against
 # Quest, the oracle bound, SnapKV as published and the full cache; the default layout;
 # about 40 s a problem on 2 cores; resumable
-eval-gsm8k-200: $(SKV)
+eval-gsm8k-200: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL_PACKED) \
 	  gsm8k --policies full,smallkv,quest,oracle,snapkv --budgets 0.1 --limit 200 -o results/qwen-gsm8k-200.json
@@ -412,7 +422,7 @@ eval-gsm8k-200: $(SKV)
 # and score=acc at 10 % on 200 problems (1 h 45 min on 2 idle cores), then every policy at 5 %
 # on 100 (1 h 12 min); the full cache's answers are those of results/qwen-gsm8k-200.json:
 # report both files together
-eval-gsm8k-rest: $(SKV)
+eval-gsm8k-rest: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL_PACKED) \
 	  gsm8k --policies h2o,streamingllm,adakv,smallkv:score=acc --budgets 0.1 --limit 200 -o results/qwen-gsm8k-200.json
@@ -426,7 +436,7 @@ eval-gsm8k-rest: $(SKV)
 # the other cells are those of results/qwen-gsm8k-200.json (report both files together);
 # about 1 h on 2 cores; resumable
 GSM8K_EQMEM := $(QEVAL_PACKED) gsm8k --limit 100 -o results/qwen-gsm8k-equal-memory.json
-eval-gsm8k-equal-memory: $(SKV)
+eval-gsm8k-equal-memory: $(SKV) | data
 	@mkdir -p results
 	$(GSM8K_EQMEM) --policies smallkv:slmb=0.24 --budgets 0.1
 	$(GSM8K_EQMEM) --policies quest,h2o --budgets 0.2,0.51
@@ -435,7 +445,7 @@ eval-gsm8k-equal-memory: $(SKV)
 # and SmallKV at 20 %, each with the SLM drafting 2 / 4 (/ 6) tokens, adaptively up to 6, and
 # with a draft vocabulary of 32768 ids; greedy text checked identical to plain decoding; run on
 # an otherwise idle machine
-eval-spec: $(SKV)
+eval-spec: $(SKV) | data
 	@mkdir -p results
 	SPEC_KS="2 4 a6 4v32768" scripts/spec-bench.sh > results/spec-full.txt.tmp && mv results/spec-full.txt.tmp results/spec-full.txt
 	SPEC_POLICY=smallkv SPEC_BUDGET=0.2 SPEC_KS="2 4 6 a6 2v32768 4v32768" scripts/spec-bench.sh > results/spec-smallkv.txt.tmp && \
@@ -449,53 +459,53 @@ eval-spec-batch: all
 	@cat results/spec-batch.txt
 # acceptance at task scale: GSM8K with the SLM drafting 4 tokens, full cache and SmallKV at
 # 20 % (each cell alone; answers equal the plain cells'; resumable); the default layout
-eval-spec-gsm8k: $(SKV)
+eval-spec-gsm8k: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL_PACKED) gsm8k --policies full,smallkv --budgets 0.2 --limit 50 --draft 4 -o results/qwen-gsm8k-draft.json
 
 eval: eval-fidelity eval-ablation eval-passkey eval-passkey-retrieval eval-speed eval-gsm8k eval-gsm8k-200 eval-gsm8k-rest eval-gsm8k-equal-memory eval-bbh-retrieval eval-equal-memory eval-report
 # the 1535-step protocol (N = 2048, P = 512), one document per corpus, every policy and budget
-eval-fidelity: $(SKV)
+eval-fidelity: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL) fidelity --policies $(EVAL_POLICIES) --budgets $(EVAL_BUDGETS) --batch 32 -o results/qwen-fid2048.json
 # SmallKV ablations at 10 / 20 %, the same documents and protocol
-eval-ablation: $(SKV)
+eval-ablation: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL) fidelity --policies $(EVAL_ABLATION) --budgets 0.1,0.2 --batch 32 -o results/qwen-fid2048-ablation.json
 # 15 (length, depth) cells, each with 3 variants (--variants default: own key and phrasing);
 # resumes a single-variant results file, whose records are variant 0
-eval-passkey: $(SKV)
+eval-passkey: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL) passkey --policies $(EVAL_POLICIES) --budgets 0.1,0.2 --variants 1 -o results/qwen-passkey.json
 # the retrieval comparison on passkey (docs/results.md section 13): SmallKV (both scores)
 # against Quest, the oracle bound and the baselines as published, 3 keys and phrasings per
 # (length, depth) cell, all records from one commit; resumable
-eval-passkey-retrieval: $(SKV)
+eval-passkey-retrieval: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL) passkey --policies full,streamingllm,h2o,snapkv,quest,oracle,smallkv:score=acc,smallkv --budgets 0.1,0.2 \
 	  --variants 3 -o results/qwen-passkey-retrieval.json
 # speed and memory ratios: every cell stepped alone and timed (--batch 1), a shorter document
-eval-speed: $(SKV)
+eval-speed: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL_SPEED) fidelity --policies full,h2o,snapkv:decode=evict,smallkv:score=acc,smallkv --budgets 0.1,0.2 --tokens 1024 \
 	  --corpora wikitext2 --batch 1 -o results/qwen-speed.json
-eval-calibration: $(SKV)
+eval-calibration: $(SKV) | data
 	@mkdir -p results
 	$(if $(wildcard $(QWEN_PROF)),$(QEVAL) calibration --budgets 0.1,0.2 -o results/qwen-calibration.json,@echo "eval-calibration: $(QWEN_PROF) missing, skipped")
 # GSM8K at 10 % and 20 % on 100 problems (not run yet; docs/results.md section 4): the baselines held to the
 # budget, SmallKV's two scores and the full cache; the default layout (its full-cache answers
 # are those of results/qwen-gsm8k-200.json); about 1.5 min a problem on 2 cores; resumable
-eval-gsm8k: $(SKV)
+eval-gsm8k: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL_PACKED) gsm8k --policies $(EVAL_TASK_POLICIES),smallkv:score=acc --budgets 0.1,0.2 --limit $(EVAL_LIMIT) \
 	  -o results/qwen-gsm8k.json
 # BBH with 10 prompts per task (docs/results.md section 14): SmallKV's two scores against Quest,
 # the oracle bound, the baselines as published and the full cache; the default layout, a clean
 # commit; about 2.7 min a prompt for the 15 cells on 2 cores (108 min); resumable
-eval-bbh-retrieval: $(SKV)
+eval-bbh-retrieval: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL_PACKED) \
 	  bbh --policies full,streamingllm,h2o,snapkv,quest,oracle,smallkv:score=acc,smallkv --budgets 0.1,0.2 \
 	  --limit 10 -o results/qwen-bbh-retrieval.json
-eval-report: $(SKV)
+eval-report: $(SKV) | data
 	$(SKV) eval report $(wildcard results/qwen-*.json) -o docs/results-qwen.md

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int skv_eval_tokenize(const skv_tokenizer *t, const char *text, size_t len, bool bos, int **out) {
     int n = skv_tokenize(t, text, len, false, NULL, 0);
@@ -99,9 +100,35 @@ static char *multi_news(const char *path, size_t *len) {
     return all;
 }
 
+int skv_eval_need(const char *data_dir, const char *set) {
+    static const struct { const char *set, *file, *fetch; } need[] = {
+        {"wikitext2", "wikitext2/wiki.test.raw", "wikitext2"},
+        {"pg-essays", "pg-essays", "pg-essays"},
+        {"multi_news", "longbench/multi_news.jsonl", "longbench"},
+        {"gsm8k", "gsm8k/test.jsonl", "gsm8k"},
+        {"gsm8k", "gsm8k/train.jsonl", "gsm8k"},
+        {"bbh", "bbh/bbh", "bbh"},
+        {"bbh", "bbh/cot-prompts", "bbh"},
+    };
+    bool known = false;
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        if (strcmp(need[i].set, set)) continue;
+        known = true;
+        char path[4400];
+        snprintf(path, sizeof path, "%.4000s/%s", data_dir, need[i].file);
+        if (access(path, R_OK))
+            return skv_error("data set '%s' not found (%s): get it with `scripts/fetch-data.sh %s` (or `make data`), "
+                             "or point --data / SKV_DATA_DIR at a folder that has it", set, path, need[i].fetch);
+    }
+    return known ? 0 : skv_error("unknown data set '%s'", set);
+}
+
 char *skv_eval_corpus(const char *data_dir, const char *name, size_t *len) {
     char path[4096];
     if (strlen(data_dir) > 3900) { skv_error("data folder path too long"); return NULL; }
+    if ((!strcmp(name, "wikitext2") || !strcmp(name, "pg-essays") || !strcmp(name, "multi_news")) &&
+        skv_eval_need(data_dir, name))
+        return NULL;
     if (!strcmp(name, "wikitext2")) {
         snprintf(path, sizeof path, "%s/wikitext2/wiki.test.raw", data_dir);
         return skv_read_file(path, len);

@@ -1,4 +1,5 @@
-/* data.h: the evaluation's inputs, built deterministically from ../shared/data:
+/* data.h: the evaluation's inputs, built deterministically from the data folder (data/ or
+ * $SKV_DATA_DIR, filled by scripts/fetch-data.sh):
  *   fidelity documents  N tokens of wikitext2 (wiki.test.raw) or pg-essays (the *.txt files
  *                       concatenated in name order, "\n\n" between), document i = tokens
  *                       [i*N, (i+1)*N) of the corpus (BOS first when the tokenizer adds one);
@@ -18,6 +19,9 @@
 
 /* Tokenise text (no special-token parsing), BOS first when bos. *out heap. Count or -1. */
 int skv_eval_tokenize(const skv_tokenizer *t, const char *text, size_t len, bool bos, int **out);
+/* 0 when data set `set` ("wikitext2", "pg-essays", "multi_news", "gsm8k", "bbh") is under
+ * data_dir; else -1 + an error that names the fetch-data.sh command that gets it. */
+int skv_eval_need(const char *data_dir, const char *set);
 /* Corpus text by name ("wikitext2", "pg-essays", "multi_news") under data_dir. Heap, NULL + error. */
 char *skv_eval_corpus(const char *data_dir, const char *name, size_t *len);
 /* Document idx of N tokens from a corpus. Count (== N) or -1 + error (corpus too short). */

@@ -64,7 +64,8 @@ static const char *EVAL_USAGE =
     "  --bbh-tasks LIST     (default date_understanding,logical_deduction_five_objects,\n"
     "                       tracking_shuffled_objects_five_objects,multistep_arithmetic_two)\n"
     "  --max-new N          generated tokens at most (gsm8k, bbh: 256; passkey: 8)\n"
-    "  --data DIR           data folder (default $SKV_DATA_DIR or ../shared/data)\n"
+    "  --data DIR           data folder (default $SKV_DATA_DIR or data; filled by\n"
+    "                       scripts/fetch-data.sh)\n"
     "  --kv f16|f32         KV element type (default f16)\n"
     "  --threads N          OpenMP threads (default: all cores)\n"
     "  --batch N            cells decoded together per step (default 16); 1 steps them one by\n"
@@ -624,6 +625,7 @@ static int run_text_task(eval_cfg *c, int kind) {
     const int ntask = kind == 1 ? 1 : c->n_bbh;
     c->work_total = (double)limit * ntask * n_cells(c);
     char *shots = NULL;
+    if (skv_eval_need(c->data_dir, kind == 1 ? "gsm8k" : "bbh")) return cli_fail(NULL);
     if (kind == 1) {
         snprintf(path, sizeof path, "%.4000s/gsm8k/train.jsonl", c->data_dir);
         if (!(shots = skv_gsm8k_fewshot(path, 4))) return cli_fail(NULL);
@@ -679,7 +681,7 @@ int cmd_eval(int argc, char **argv) {
     c.tokens = 2048; c.prefill = 512; c.batch = 16; c.variants = 3;
     c.max_kl_rise = 0.05;
     bool tokens_given = false;
-    c.data_dir = getenv("SKV_DATA_DIR") && *getenv("SKV_DATA_DIR") ? getenv("SKV_DATA_DIR") : "../shared/data";
+    c.data_dir = getenv("SKV_DATA_DIR") && *getenv("SKV_DATA_DIR") ? getenv("SKV_DATA_DIR") : "data";
     const char *pols = "full,streamingllm,h2o,snapkv,pyramidkv,adakv,smallkv", *budgets = "0.05,0.1,0.2,0.4";
     const char *corpora = "wikitext2,pg-essays", *lengths = "1024,2048,4096", *depths = "0,25,50,75,100";
     const char *bbh = "date_understanding,logical_deduction_five_objects,tracking_shuffled_objects_five_objects,multistep_arithmetic_two";

@@ -109,6 +109,10 @@ const char *smallkv_policy_list(void);
 /* Every policy with a one-line summary, what it needs, and its options (name, values,
  * default, help), as text for a --help. */
 const char *smallkv_policies_help(void);
+/* The same as a markdown page for users (docs/policies.md is its output): every policy,
+ * what it keeps, its memory tiers, when to choose it, and a table of its options. NULL +
+ * error in the unlikely case the page cannot be built. */
+const char *smallkv_policies_markdown(void);
 /* What a policy spec needs, checked without models: 0 and *needs (may be NULL) set from
  * SMALLKV_NEEDS_*, or -1 + error (unknown policy or option, bad value). */
 enum { SMALLKV_NEEDS_SLM = 1, SMALLKV_NEEDS_PROFILE = 2, SMALLKV_NO_BUDGET = 4, SMALLKV_NO_GPU = 8 };

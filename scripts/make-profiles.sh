@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # make-profiles.sh: rebuild every shipped profile, its calibration files and its report from
-# the shared data sets, with the commands the shipped files were made with (`make profiles`).
+# the evaluation data sets (data/, fetched by scripts/fetch-data.sh), with the commands the shipped files were made with (`make profiles`).
 #
 #   scripts/make-profiles.sh [smollm2|qwen]...     (default: both)
 #
 # Environment: SKV_DEPTH_EVAL (1: the Qwen profile's depth is checked by `smallkv eval depth`,
-# ~10 min; 0: mapgen's depth alone), BUILD (build), SKV_DATA (../shared/data), SKV_MODELS_DIR (models), OUT (profiles:
+# ~10 min; 0: mapgen's depth alone), BUILD (build), SKV_DATA_DIR (data), SKV_MODELS_DIR (models), OUT (profiles:
 # where the .calib and .skvprof files go; the Qwen report goes to $OUT/../docs/ only when OUT
 # is profiles). Work files live in $BUILD/profiles-work/ and calibrate resumes them, so an
 # interrupted run continues where it stopped; the results are written beside their final
@@ -23,7 +23,7 @@ set -euo pipefail
 root=$(git rev-parse --show-toplevel 2>/dev/null || pwd)
 cd "$root"
 BUILD=${BUILD:-build}
-DATA=${SKV_DATA:-../shared/data}
+DATA=${SKV_DATA_DIR:-data}
 MODELS=${SKV_MODELS_DIR:-models}
 OUT=${OUT:-profiles}
 export SKV_PACK=0 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
@@ -37,7 +37,8 @@ done
 need() { [ -f "$1" ] || { echo "make-profiles: $1 missing ($2)" >&2; exit 2; }; }
 
 wiki=$DATA/wikitext2/wiki.test.raw
-need "$wiki" "the shared data sets"
+SKV_DATA_DIR=$DATA scripts/fetch-data.sh wikitext2 pg-essays || exit 2
+need "$wiki" "scripts/fetch-data.sh wikitext2"
 pg=$work/pg-essays-first10.txt
 if [ ! -f "$pg" ]; then
     files=$(ls "$DATA"/pg-essays/*.txt | LC_ALL=C sort | head -10)

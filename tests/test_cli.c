@@ -1,8 +1,9 @@
 /* test_cli.c: the `smallkv` command line, run as a program (popen): messages and exit
  * statuses of `smallkv generate` and `smallkv profile` for the error cases (missing files,
  * a profile made for other models, empty prompt, prompt longer than the context, budget
- * out of range, unknown policy, smallkv without a profile, bad usage) and a few short
- * successful runs (SmolLM2, a few tokens). Exit codes: 0 ok, 1 error, 2 bad usage.
+ * out of range, unknown policy, smallkv without a profile, bad usage), a few short
+ * successful runs (SmolLM2, a few tokens), and `smallkv policies`, whose --markdown output
+ * must be docs/policies.md byte for byte. Exit codes: 0 ok, 1 error, 2 bad usage.
  * The binary is $BUILD/bin/smallkv (BUILD defaults to build); cases skip when it or the
  * model is missing. */
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "include/smallkv.h"
 #include "tests/support/test_env.h"
 #include "tests/support/tiny_model.h"
 
@@ -203,7 +205,7 @@ static void test_usage(void **st) {
     assert_int_equal(run(out, sizeof out, "profile frob x"), 2);
     expect_error("/nonexistent/p.skvprof", "profile show /nonexistent/p.skvprof");
     /* the top-level help names every command main() dispatches, and each has its own help */
-    const char *cmds[] = {"info", "generate", "ppl", "profile", "eval"};
+    const char *cmds[] = {"info", "generate", "ppl", "profile", "policies", "eval"};
     assert_int_equal(run(out, sizeof out, "--help"), 0);
     char top[sizeof out];
     memcpy(top, out, sizeof top);
@@ -228,6 +230,65 @@ static void test_profile_show(void **st) {
     assert_int_equal(run(out, sizeof out, "%s", a), 0);
     assert_non_null(strstr(out, "LLM:"));
     assert_non_null(strstr(out, "depth"));
+}
+
+/* The whole stdout of "bin ARGS" (stderr apart), malloc'd, its length in *len, its exit
+ * status in *rc. */
+static char *run_stdout(const char *args, size_t *len, int *rc) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s", bin, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, n = 0, k;
+    char *b = malloc(cap);
+    assert_non_null(b);
+    while ((k = fread(b + n, 1, cap - n - 1, p)) > 0)
+        if ((n += k) + 1 == cap) { b = realloc(b, cap *= 2); assert_non_null(b); }
+    b[n] = 0;
+    int st = pclose(p);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    *len = n;
+    return b;
+}
+
+/* `smallkv policies`: the policy list of `generate --help`; --markdown: docs/policies.md,
+ * which must be the current output byte for byte (the page is generated, never edited) */
+static void test_policies_page(void **st) {
+    (void)st;
+    need(false);
+    size_t n;
+    int rc;
+    char *text = run_stdout("policies", &n, &rc);
+    assert_int_equal(rc, 0);
+    assert_string_equal(text, smallkv_policies_help());
+    free(text);
+
+    char *md = run_stdout("policies --markdown", &n, &rc);
+    assert_int_equal(rc, 0);
+    const char *want = smallkv_policies_markdown();
+    assert_non_null(want);
+    assert_string_equal(md, want);
+    FILE *f = fopen("docs/policies.md", "rb");
+    if (!f) fail_msg("no docs/policies.md: run build/bin/smallkv policies --markdown > docs/policies.md");
+    static char doc[1 << 17];
+    size_t dn = fread(doc, 1, sizeof doc, f);
+    fclose(f);
+    size_t i = 0;
+    while (i < n && i < dn && md[i] == doc[i]) i++;
+    if (i < n || i < dn) {
+        print_message("first difference at byte %zu of %zu (docs/policies.md: %zu bytes)\n", i, n, dn);
+        free(md);
+        fail_msg("docs/policies.md is stale: run build/bin/smallkv policies --markdown > docs/policies.md");
+    }
+    free(md);
+
+    /* bad usage: exit 2, the reason first */
+    assert_int_equal(run(out, sizeof out, "policies --bogus"), 2);
+    assert_non_null(strstr(out, "smallkv: policies: unknown option '--bogus'\n"));
+    assert_int_equal(run(out, sizeof out, "policies h2o"), 2);
+    assert_non_null(strstr(out, "smallkv: policies: unexpected argument 'h2o'\n"));
+    assert_int_equal(run(out, sizeof out, "policies --help"), 0);
+    assert_non_null(strstr(out, "--markdown"));
 }
 
 static void test_runs(void **st) {
@@ -303,6 +364,7 @@ int main(void) {
         cmocka_unit_test(test_policy_flags),
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_profile_show),
+        cmocka_unit_test(test_policies_page),
         cmocka_unit_test(test_runs),
         cmocka_unit_test(test_draft),
     };

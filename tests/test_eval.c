@@ -105,21 +105,18 @@ static void test_bootstrap(void **st) {
     assert_true(fabs(lo - 0.4038) < 1e-3 && fabs(hi - 0.5962) < 1e-3);
 }
 
-/* the corpora read from the shared data folder; multi_news from its JSON lines */
+/* the corpora read from the data folder; multi_news from its JSON lines */
 static void test_corpora(void **st) {
     (void)st;
-    if (access(TEST_DATA_DIR "/longbench/multi_news.jsonl", R_OK)) {
-        print_message("needs " TEST_DATA_DIR "/longbench: skipping\n");
-        skip();
-    }
+    if (!test_data_file("longbench/multi_news.jsonl")) TEST_SKIP_DATA("longbench");
     size_t n = 0;
-    char *t = skv_eval_corpus(TEST_DATA_DIR, "multi_news", &n);
+    char *t = skv_eval_corpus(test_data_dir(), "multi_news", &n);
     assert_non_null(t);
     assert_true(n > 1000000 && strlen(t) == n);
     assert_null(strstr(t, "NEWLINE_CHAR"));
     assert_non_null(strstr(t, "Passage 1:\nMembers of Occupy Philadelphia"));
     free(t);
-    assert_null(skv_eval_corpus(TEST_DATA_DIR, "no_such_corpus", &n));
+    assert_null(skv_eval_corpus(test_data_dir(), "no_such_corpus", &n));
     assert_non_null(strstr(skv_last_error(), "multi_news"));
 }
 
@@ -358,10 +355,11 @@ static void test_resume(void **st) {
     char bin[512], model[512], out[256], cmd[2048];
     test_bin_path(bin, sizeof bin, "smallkv");
     test_model_file(model, sizeof model, TEST_SMOL);
-    if (access(bin, X_OK) || access(model, R_OK) || access(TEST_DATA_DIR "/wikitext2/wiki.test.raw", R_OK)) {
-        print_message("needs %s, %s and " TEST_DATA_DIR ": skipping\n", bin, model);
+    if (access(bin, X_OK) || access(model, R_OK)) {
+        print_message("needs %s and %s: skipping\n", bin, model);
         skip();
     }
+    if (!test_data_file("wikitext2/wiki.test.raw")) TEST_SKIP_DATA("wikitext2");
     snprintf(out, sizeof out, "/tmp/skv_test_eval_resume_%d.json", (int)getpid());
     unlink(out);
     const char *common = "--tokens 40 --prefill 32 --corpora wikitext2 --budgets 0.5 --threads 1";
@@ -423,8 +421,9 @@ static void test_passkey_phrasings(void **st) {
     char model[512];
     if (!test_model_path(model, sizeof model, TEST_SMOL)) TEST_SKIP_MISSING(model);
     size_t flen = 0;
-    char *filler = skv_eval_corpus(TEST_DATA_DIR, "pg-essays", &flen);
-    if (!filler) TEST_SKIP_MISSING(TEST_DATA_DIR "/pg-essays");
+    if (!test_data_file("pg-essays")) TEST_SKIP_DATA("pg-essays");
+    char *filler = skv_eval_corpus(test_data_dir(), "pg-essays", &flen);
+    assert_non_null(filler);
     skv_model *m = skv_model_load_gguf(model);
     assert_non_null(m);
     const skv_tokenizer *t = m->tok;
@@ -494,10 +493,11 @@ static void test_passkey_variants(void **st) {
     char bin[512], model[512], out[256], cmd[2048];
     test_bin_path(bin, sizeof bin, "smallkv");
     test_model_file(model, sizeof model, TEST_SMOL);
-    if (access(bin, X_OK) || access(model, R_OK) || access(TEST_DATA_DIR "/pg-essays", R_OK)) {
-        print_message("needs %s, %s and " TEST_DATA_DIR "/pg-essays: skipping\n", bin, model);
+    if (access(bin, X_OK) || access(model, R_OK)) {
+        print_message("needs %s and %s: skipping\n", bin, model);
         skip();
     }
+    if (!test_data_file("pg-essays")) TEST_SKIP_DATA("pg-essays");
     snprintf(out, sizeof out, "/tmp/skv_test_eval_passkey_%d.json", (int)getpid());
     unlink(out);
     const char *common = "--lengths 256 --depths 0,50 --policies full --threads 1";
@@ -571,10 +571,11 @@ static void test_depth_task(void **st) {
     char bin[512], model[512], out[256], prof[256], cmd[4096];
     test_bin_path(bin, sizeof bin, "smallkv");
     test_model_file(model, sizeof model, TEST_SMOL);
-    if (access(bin, X_OK) || access(model, R_OK) || access(TEST_DATA_DIR "/wikitext2/wiki.test.raw", R_OK)) {
-        print_message("needs %s, %s and " TEST_DATA_DIR ": skipping\n", bin, model);
+    if (access(bin, X_OK) || access(model, R_OK)) {
+        print_message("needs %s and %s: skipping\n", bin, model);
         skip();
     }
+    if (!test_data_file("wikitext2/wiki.test.raw")) TEST_SKIP_DATA("wikitext2");
     snprintf(out, sizeof out, "/tmp/skv_test_eval_depth_%d.json", (int)getpid());
     snprintf(prof, sizeof prof, "/tmp/skv_test_eval_depth_%d.skvprof", (int)getpid());
     unlink(out);

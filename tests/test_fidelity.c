@@ -6,7 +6,7 @@
  * KL(full || policy) of the next-token distributions over 500 teacher-forced decode steps
  * of wikitext2 (document 0) after a 512-token prefill. One thread (the comparison is
  * deterministic; about a minute on a loaded 2-core machine). Skipped without the model or
- * ../shared/data. */
+ * the wikitext2 data set (scripts/fetch-data.sh). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,15 +24,13 @@
 static void test_smallkv_beats_h2o(void **st) {
     (void)st;
     char path[512];
-    if (!test_model_path(path, sizeof path, TEST_SMOL) || access(TEST_DATA_DIR "/wikitext2/wiki.test.raw", R_OK)) {
-        print_message("needs %s and " TEST_DATA_DIR ": skipping\n", path);
-        skip();
-    }
+    if (!test_model_path(path, sizeof path, TEST_SMOL)) TEST_SKIP_MODEL(TEST_SMOL);
+    if (!test_data_file("wikitext2/wiki.test.raw")) TEST_SKIP_DATA("wikitext2");
     omp_set_num_threads(1);
     skv_model *m = skv_model_load(path);
     assert_non_null(m);
     size_t len;
-    char *text = skv_eval_corpus(TEST_DATA_DIR, "wikitext2", &len);
+    char *text = skv_eval_corpus(test_data_dir(), "wikitext2", &len);
     assert_non_null(text);
     const int P = 512, N = P + 501;
     int *toks = NULL;

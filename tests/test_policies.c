@@ -1,7 +1,8 @@
 /* test_policies.c: each policy's selection on small synthetic scores against a
  * hand-computed answer, SmallKV's budget split, the marginal weights, the lane shares
  * of PyramidKV / Ada-KV, SnapKV's decode=keep|evict, Quest's page bounds (they bound every
- * true score of their page) and pages, and the oracle's exact top-k. */
+ * true score of their page) and pages, the oracle's exact top-k, and the descriptions users
+ * read (docs/policies.md). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -658,6 +659,45 @@ static void test_option_tables(void **st) {
     }
 }
 
+/* What users read (docs/policies.md, `smallkv policies --markdown`): every registered policy
+ * says what it keeps and when to choose it, and the page has its section and every option
+ * that --help shows. */
+static void test_descriptions(void **st) {
+    (void)st;
+    const char *page = skv_policy_markdown();
+    if (!page) fail_msg("no policies page: %s", skv_last_error());
+    for (int i = 0; i < skv_policy_count(); i++) {
+        const skv_policy_desc *d = skv_policy_at(i);
+        if (!d->keeps || !d->keeps[0]) fail_msg("policy %s: empty keeps", d->name);
+        if (!d->choose || !d->choose[0]) fail_msg("policy %s: empty choose", d->name);
+        assert_non_null(d->summary);
+        assert_true(d->summary[0] != 0);
+        char key[128];
+        snprintf(key, sizeof key, "\n## %s\n\n", d->name);
+        const char *sec = strstr(page, key);
+        if (!sec) fail_msg("page lacks the section of %s", d->name);
+        if (!strstr(sec, d->summary + 1) || !strstr(sec, d->keeps) || !strstr(sec, d->choose))
+            fail_msg("section of %s lacks its summary, keeps or choose", d->name);
+        snprintf(key, sizeof key, "| [%s](#%s) |", d->name, d->name);
+        if (!strstr(page, key)) fail_msg("page's overview lacks %s", d->name);
+        for (int j = 0; j < d->n_opts; j++) {
+            const skv_opt_desc *o = &d->opts[j];
+            snprintf(key, sizeof key, "| `%s`", o->name);
+            const bool listed = strstr(page, key) != NULL;
+            if (!(o->flags & SKV_OPT_HIDDEN) && !listed) fail_msg("page lacks option %s of %s", o->name, d->name);
+            /* a hidden option stays off the page (unless another policy shows one of its name) */
+            bool shown_elsewhere = false;
+            for (int a = 0; a < skv_policy_count(); a++)
+                for (int b = 0; b < skv_policy_at(a)->n_opts; b++) {
+                    const skv_opt_desc *x = &skv_policy_at(a)->opts[b];
+                    shown_elsewhere |= !(x->flags & SKV_OPT_HIDDEN) && !strcmp(x->name, o->name);
+                }
+            if ((o->flags & SKV_OPT_HIDDEN) && !shown_elsewhere && listed) fail_msg("page shows hidden option %s", o->name);
+        }
+    }
+    assert_ptr_equal(skv_policy_markdown(), page);   /* built once */
+}
+
 static void test_specs(void **st) {
     (void)st;
     skv_policy_spec s;
@@ -715,6 +755,7 @@ int main(void) {
         cmocka_unit_test(test_oracle),
         cmocka_unit_test(test_snapkv_decode),
         cmocka_unit_test(test_option_tables),
+        cmocka_unit_test(test_descriptions),
         cmocka_unit_test(test_specs),
         cmocka_unit_test(test_unknown),
     };

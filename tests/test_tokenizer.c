@@ -625,7 +625,7 @@ static void test_hash(void **state) {
 static void test_speed_wikitext(void **state) {
     (void)state;
     const char *path = getenv("SKV_WIKITEXT");
-    if (!path) path = "/work/shared/data/wikitext2/wiki.test.raw";
+    if (!path && !(path = test_data_file("wikitext2/wiki.test.raw"))) TEST_SKIP_DATA("wikitext2");
     skv_tokenizer *t = smol();
     if (!t || access(path, R_OK) != 0) skip();
     size_t n;

@@ -1,11 +1,13 @@
 /* policies.c: the public API's view of the policy registry (include/smallkv.h): names,
- * help text, what a spec needs, and option lookups for programs that build specs from their
- * own flags. All of it comes from the policies' tables (runtime/policies/policy.h). */
+ * help text, the user page (docs/policies.md), what a spec needs, and option lookups for
+ * programs that build specs from their own flags. All of it comes from the policies' tables
+ * (runtime/policies/policy.h). */
 #include "api.h"
 #include "common/util.h"
 
 const char *smallkv_policy_list(void) { return skv_policy_names(); }
 const char *smallkv_policies_help(void) { return skv_policy_help(); }
+const char *smallkv_policies_markdown(void) { return skv_policy_markdown(); }
 
 int smallkv_policy_check(const char *spec, unsigned *needs) {
     skv_policy_spec ps;

@@ -13,6 +13,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
 int cmd_eval(int argc, char **argv);   /* eval/tasks.c */
 int cmd_profile(int argc, char **argv);
+int cmd_policies(int argc, char **argv);   /* policies.c */
 int cmd_serve(int argc, char **argv);     /* serve.c, runtime/serve/ */
 
 /* Argument helpers: parse argv[*i + 1] as the value of option argv[*i] (advancing *i);

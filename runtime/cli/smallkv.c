@@ -3,6 +3,7 @@
  *   smallkv generate MODEL ...    runtime/cli/generate.c
  *   smallkv ppl MODEL FILE ...    runtime/cli/ppl.c
  *   smallkv profile show P        runtime/cli/profile.c
+ *   smallkv policies [--markdown] runtime/cli/policies.c
  *   smallkv serve --llm L ...     runtime/cli/serve.c, runtime/serve/ */
 #include "cli.h"
 #include "include/smallkv.h"
@@ -18,6 +19,8 @@ static const char *USAGE =
     "  generate MODEL --prompt TEXT   generate text (full cache, greedy by default)\n"
     "  ppl MODEL FILE                 perplexity of a text file\n"
     "  profile show PROFILE           print a SmallKV profile\n"
+    "  policies [--markdown]          every KV-cache policy and its options (--markdown: the\n"
+    "                                 page docs/policies.md)\n"
     "  serve --llm MODEL [--slm S --profile P] [--port N]\n"
     "                                 OpenAI-compatible HTTP server (chat, completions)\n"
     "  eval TASK --llm MODEL [--slm S --profile P] -o RESULTS.json\n"
@@ -55,6 +58,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "ppl") == 0) return cmd_ppl(argc - 1, argv + 1);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 1, argv + 1);
     if (strcmp(cmd, "profile") == 0) return cmd_profile(argc - 1, argv + 1);
+    if (strcmp(cmd, "policies") == 0) return cmd_policies(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0) return cmd_serve(argc - 1, argv + 1);
     return cli_usage_error(USAGE, "unknown command '%s'", cmd);
 }

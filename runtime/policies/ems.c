@@ -462,6 +462,12 @@ static int ems_init(skv_policy *p, const skv_policy_env *env) {
 const skv_policy_desc skv_policy_ems = {
     .name = "ems",
     .summary = "evict-then-merge: the top gamma*budget tokens, the rest merged into centres",
+    .keeps = "The top `ems_gamma` x budget tokens by a global plus local accumulated attention score: "
+             "the best budget's worth stay as centres, and each other one is merged into the centre "
+             "whose K and V it resembles most (above `ems_tau`) or dropped; eviction is permanent.",
+    .choose = "For research comparison with evict-then-merge: it was far behind every other policy on "
+              "fidelity (docs/results.md section 1; those rows predate the fix of its sinks, so they "
+              "understate it).",
     .caps = 0,
     .opts = ems_opt_table,
     .n_opts = sizeof ems_opt_table / sizeof *ems_opt_table,

@@ -104,6 +104,13 @@ static int h2o_init(skv_policy *p, const skv_policy_env *env) {
 const skv_policy_desc skv_policy_h2o = {
     .name = "h2o",
     .summary = "heavy hitters by accumulated attention + recent tokens",
+    .keeps = "The sinks, the heavy hitters (the tokens with the most attention accumulated over the "
+             "prefill and every decode step, `heavy` of the budget) and the most recent tokens (the "
+             "rest); eviction is permanent.",
+    .choose = "A published baseline held to a fixed budget, with no cold tier and no second model. At "
+              "small budgets it loses what later queries need (GSM8K at 10 %: 1 of 200 problems, "
+              "docs/results.md section 12), while at equal total memory with a large hot budget (about "
+              "51 %) it is level with the full cache (section 15).",
     .caps = SKV_POLICY_GPU,
     .opts = h2o_opt_table,
     .n_opts = sizeof h2o_opt_table / sizeof *h2o_opt_table,

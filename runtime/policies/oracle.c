@@ -89,6 +89,11 @@ static int oracle_init(skv_policy *p, const skv_policy_env *env) {
 const skv_policy_desc skv_policy_oracle = {
     .name = "oracle",
     .summary = "BOUND, not a method: the top tokens of the LLM's exact current attention over the whole cache, each step",
+    .keeps = "At every step, the top tokens by the LLM's own exact attention for the current query "
+             "over the whole cache (restored from the cold tier); no sinks and no recent window.",
+    .choose = "A bound, not a deployable method: it reads every key at every step, so it saves neither "
+              "time nor memory. Use it to see how close any selection of one token set per KV head can "
+              "come to the full cache at a given budget.",
     .caps = SKV_POLICY_COLD_TIER | SKV_POLICY_QUERY,
     .init = oracle_init,
 };

@@ -2,11 +2,12 @@
  * struct of function pointers, one file per policy in runtime/policies/, one line per policy
  * in the registry, registry.c).
  *
- * A policy is described once (skv_policy_desc): its name, a one-line summary, what it needs
- * and does (capabilities), and its options as a table (name, type, default, range, help).
- * Everything that names a policy option is generated from those tables: the CLI flags
- * (`smallkv generate --heavy 0.3`), the C API's and the evaluation's policy specs
- * ("h2o:heavy=0.3", "smallkv:score=acc:nosal"), their canonical labels, and the --help text.
+ * A policy is described once (skv_policy_desc): its name, a one-line summary, what it keeps
+ * and when to choose it (for users), what it needs and does (capabilities), and its options
+ * as a table (name, type, default, range, help). Everything that names a policy option is
+ * generated from those tables: the CLI flags (`smallkv generate --heavy 0.3`), the C API's
+ * and the evaluation's policy specs ("h2o:heavy=0.3", "smallkv:score=acc:nosal"), their
+ * canonical labels, the --help text and the user page docs/policies.md.
  * No code outside this folder compares a policy's name: it asks for capabilities.
  *
  * The session drives a policy instance through these calls:
@@ -92,6 +93,9 @@ typedef struct skv_policy skv_policy;
 typedef struct {
     const char *name;
     const char *summary;           /* one line for --help */
+    const char *keeps;             /* for users (docs/policies.md): what the hot tier keeps,
+                                      one or two sentences */
+    const char *choose;            /* ... and when to choose it (from docs/results.md) */
     unsigned caps;                 /* SKV_POLICY_* */
     const skv_opt_desc *opts;      /* its options, in label order */
     int n_opts;
@@ -154,6 +158,10 @@ double skv_opt_get(const skv_policy_spec *s, const skv_opt_desc *d);
 bool skv_policy_spec_needs_map(const skv_policy_spec *s);
 /* Every policy, its capabilities and options as --help text (static storage). */
 const char *skv_policy_help(void);
+/* The user page docs/policies.md (markdown.c): every policy, what it keeps, its memory
+ * tiers, when to choose it, and its options as tables (static storage). NULL + error when
+ * the page's example specs no longer parse or it outgrew its buffer. */
+const char *skv_policy_markdown(void);
 
 /* ------------------------------------------------------------------ hooks' arguments */
 

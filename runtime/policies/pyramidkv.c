@@ -29,6 +29,11 @@ static int pyramid_init(skv_policy *p, const skv_policy_env *env) {
 const skv_policy_desc skv_policy_pyramidkv = {
     .name = "pyramidkv",
     .summary = "SnapKV with budgets falling linearly from the bottom layer to the top",
+    .keeps = "SnapKV's selection with per-layer budgets falling linearly from the bottom layer (more) "
+             "to the top (1/`beta` of the mean), the mean unchanged; generated tokens as in SnapKV "
+             "(`decode`).",
+    .choose = "A published SnapKV variant, for comparison: on the evaluation pair it was never ahead of "
+              "SnapKV at any budget measured (docs/results.md section 1, both held to the budget).",
     .caps = SKV_POLICY_GPU,
     .opts = pyramid_opt_table,
     .n_opts = sizeof pyramid_opt_table / sizeof *pyramid_opt_table,

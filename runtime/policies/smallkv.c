@@ -510,6 +510,16 @@ static bool sk_needs_map(const void *opts) { return ((const skv_smallkv_opts *)o
 const skv_policy_desc skv_policy_smallkv = {
     .name = "smallkv",
     .summary = "the SLM's attention picks the hot set every step; middling tokens kept as V only",
+    .keeps = "Every K/V in the cold tier; at every step, per KV head, the sinks, the recent tokens and "
+             "the critical tokens ranked by the mapped SLM heads' attention as K+V, and the "
+             "next-ranked (marginal) tokens as V only with the SLM's weights. With `score=now` (the "
+             "default) the ranking is the SLM's attention row of this step, so the hot set follows the "
+             "current query; `score=acc` accumulates it over the SLM's history (the method as "
+             "described).",
+    .choose = "Needs a small model of the same tokenizer and a profile for the pair. `score=now` is a "
+              "query-aware retrieval method, closer to the full cache than Quest at the same hot budget "
+              "(docs/results.md sections 11 and 12); at equal total memory, its SLM's cache counted, "
+              "Quest and H2O are closer (sections 11 and 15).",
     .caps = SKV_POLICY_NEEDS_SLM | SKV_POLICY_COLD_TIER | SKV_POLICY_MARGINAL | SKV_POLICY_GPU,
     .opts = smallkv_opt_table,
     .n_opts = sizeof smallkv_opt_table / sizeof *smallkv_opt_table,

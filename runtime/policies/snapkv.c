@@ -140,6 +140,14 @@ static int snap_init(skv_policy *p, const skv_policy_env *env) {
 const skv_policy_desc skv_policy_snapkv = {
     .name = "snapkv",
     .summary = "the prompt compressed once by the last window's pooled attention; generated tokens kept (decode=evict: held to the budget)",
+    .keeps = "At the end of each prefill, the sinks, the observation window (the last `window` prompt "
+             "tokens) and the prompt tokens that the window's max-pooled attention ranks highest; with "
+             "`decode=keep` (the default, as published) every generated token is kept as well, so the "
+             "hot tier grows past the budget, while `decode=evict` holds the budget by evicting the "
+             "lowest-scored tokens. Eviction is permanent.",
+    .choose = "The published prompt-compression baseline, for answers short next to the prompt, since "
+              "as published its hot tier grows by one token per generated token. Held to the budget "
+              "(`decode=evict`) it does no better than StreamingLLM (docs/results.md section 9).",
     .caps = SKV_POLICY_GPU,
     .opts = snap_opt_table,
     .n_opts = sizeof snap_opt_table / sizeof *snap_opt_table,

@@ -23,6 +23,11 @@ static int stream_init(skv_policy *p, const skv_policy_env *env) {
 const skv_policy_desc skv_policy_streamingllm = {
     .name = "streamingllm",
     .summary = "attention sinks + the most recent tokens",
+    .keeps = "The first `sinks` tokens (attention sinks) and the most recent tokens, up to the budget; "
+             "no scores are kept and eviction is permanent.",
+    .choose = "The simplest and cheapest baseline, for streams where only the recent context matters: "
+              "it forgets everything else, so it finds a passkey only when the key is among the most "
+              "recent tokens (docs/results.md sections 3 and 13).",
     .caps = SKV_POLICY_GPU,
     .opts = stream_opt_table,
     .n_opts = 1,

@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.environ.get("SKV_MODELS_DIR", os.path.join(HERE, "..", "..", "models"))
-WIKI = "/work/shared/data/wikitext2/wiki.test.raw"
+WIKI = os.path.join(os.environ.get("SKV_DATA_DIR") or os.path.join(HERE, "..", "..", "data"), "wikitext2", "wiki.test.raw")
 TEXT = ("The history of the lighthouse begins in the ancient world, when fires were lit on hilltops "
         "to guide ships safely into harbour. Over the centuries, engineers built taller towers of "
         "stone and brick, and in the nineteenth century the invention of the Fresnel lens allowed a "

@@ -117,7 +117,7 @@ STRINGS = [
 ]
 
 
-WIKI = "/work/shared/data/wikitext2/wiki.test.raw"
+WIKI = os.path.join(os.environ.get("SKV_DATA_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data"), "wikitext2", "wiki.test.raw")
 
 
 def fnv1a64(ids):

@@ -318,7 +318,7 @@ def main():
     ap.add_argument("--models", default=os.environ.get("SKV_MODELS_DIR", os.path.join(ROOT, "models")))
     ap.add_argument("--gguf", default="qwen2.5-coder-1.5b.gguf")
     ap.add_argument("--smallkv", default=os.path.join(ROOT, "build", "bin", "smallkv"))
-    ap.add_argument("--data", default=os.environ.get("SKV_DATA_DIR", "/work/shared/data"))
+    ap.add_argument("--data", default=os.environ.get("SKV_DATA_DIR", "data"))
     ap.add_argument("--work", default="/tmp/kvpress_cmp")
     ap.add_argument("--tokens", type=int, default=1024)
     ap.add_argument("--prefill", type=int, default=512)

@@ -9,6 +9,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *test_data_dir(void) {
+    const char *d = getenv("SKV_DATA_DIR");
+    return d && *d ? d : "data";
+}
+
+const char *test_data_file(const char *rel) {
+    const char *p = test_path(test_data_dir(), rel);
+    return p && access(p, R_OK) == 0 ? p : NULL;
+}
+
 const char *test_models_dir(void) {
     const char *d = getenv("SKV_MODELS_DIR");
     return d && *d ? d : "models";

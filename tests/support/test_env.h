@@ -1,6 +1,6 @@
 /* test_env.h: where the tests find things and keep scratch files, one copy for every test:
  * the models folder ($SKV_MODELS_DIR, default "models") and the model files in it, the
- * build folder ($BUILD, default "build") and its tools, the shared data folder, and a
+ * build folder ($BUILD, default "build") and its tools, the evaluation data folder, and a
  * temporary directory per test group (mkdtemp, removed recursively with nftw).
  *
  * No runtime or cmocka dependency (the fuzz targets link every tests/support/ object too);
@@ -13,13 +13,16 @@
 #define TEST_SMOL   "SmolLM2-135M-Instruct.Q4_1.gguf"
 #define TEST_QWEN05 "qwen2.5-coder-0.5b.gguf"
 #define TEST_QWEN15 "qwen2.5-coder-1.5b.gguf"
-/* the shared data sets (evaluation corpora), relative to the repository root */
-#define TEST_DATA_DIR "../shared/data"
 
 /* $SKV_MODELS_DIR, or "models" when it is unset or empty */
 const char *test_models_dir(void);
 /* $BUILD, or "build" when it is unset or empty */
 const char *test_build_dir(void);
+/* the evaluation data folder, as `smallkv eval` finds it: $SKV_DATA_DIR, or "data" when it
+ * is unset or empty (filled by scripts/fetch-data.sh, which `make check` runs first) */
+const char *test_data_dir(void);
+/* <data dir>/rel when it can be read (test_path's rotating buffers), else NULL */
+const char *test_data_file(const char *rel);
 
 /* dir/name into buf (n bytes); returns buf ("" when it does not fit) */
 char *test_join(char *buf, size_t n, const char *dir, const char *name);
@@ -54,6 +57,10 @@ const char *test_tmp(const char *name);
 /* cmocka skip with the standard message: "<what> missing: skipping" */
 #define TEST_SKIP_MISSING(what) \
     do { print_message("%s missing: skipping\n", (what)); skip(); } while (0)
+/* the same for a data set the data locator could not get (no network, no mirror) */
+#define TEST_SKIP_DATA(set) \
+    do { print_message("data set %s not in %s (scripts/fetch-data.sh %s could not get it): skipping\n", \
+                       (set), test_data_dir(), (set)); skip(); } while (0)
 /* the same for a model file not in the models folder */
 #define TEST_SKIP_MODEL(file) \
     do { print_message("%s/%s missing: skipping\n", test_models_dir(), (file)); skip(); } while (0)
