@@ -9,7 +9,7 @@
  *   bench_pair LIB_A LIB_B MODEL [--ctx N] [--windows W] [--steps S]
  * prints one row: model, context, ms per decode step of A and of B, and B/A.
  * Both builds must share the decode API as this file uses it (skv_model_load,
- * skv_state_new, skv_forward with skv_fwd_opts from runtime/backend/forward.h); the token ids stay
+ * skv_state_new, skv_forward with skv_fwd_opts from runtime/engine/forward.h); the token ids stay
  * below 1000 so no vocabulary size is needed. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 #include "runtime/model/model.h"
 
 typedef skv_model *(*load_fn)(const char *);

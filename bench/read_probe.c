@@ -1,6 +1,6 @@
 /* read_probe.c: the streaming read bandwidth probe shared by the benchmarks (read_probe.h). */
 #include "read_probe.h"
-#include "runtime/model/hugemem.h"
+#include "common/hugemem.h"
 #include "common/util.h"
 #include "kernels/cpu/vecdot_simd.h"
 #include <immintrin.h>

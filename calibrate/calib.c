@@ -2,7 +2,7 @@
  * exact merging of shards, and the SKVCALIB file reader/writer (see calib.h). */
 #include "calib.h"
 #include "common/jsonget.h"
-#include "profiles/secfile.h"
+#include "runtime/format/secfile.h"
 #include "similarity.h"
 #include "common/util.h"
 #include <cJSON.h>

@@ -14,7 +14,7 @@
  *   'HALF' int64 (n_metrics, n_llm, n_slm): the sums over the odd-numbered windows alone
  *          (optional: files written before it lack it). With SUMS it splits the data into
  *          two independent halves (even and odd windows) for the mapping's stability
- *          (mapgen/stability.h).
+ *          (calibrate/stability.h).
  * Layout details: profiles/FORMAT.md. */
 #ifndef SKV_CALIB_H
 #define SKV_CALIB_H
@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "profiles/meta.h"
+#include "runtime/format/meta.h"
 
 #define SKV_CALIB_VERSION 1
 #define SKV_CALIB_FIX_BITS 40

@@ -11,15 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 #include "runtime/model/fingerprint.h"
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 #include "runtime/model/model.h"
 #include "similarity.h"
 #include "align.h"
 #include "xtok.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
-#include "mapgen/mapping.h"
-#include "mapgen/stability.h"
+#include "calibrate/mapping.h"
+#include "calibrate/stability.h"
 #include <math.h>
 
 #define CALIB_TOOL "calibrate 0.1"

@@ -57,7 +57,7 @@ typedef struct {
     int kill_after;            /* test hook: raise SIGKILL after this many windows' forward passes (0 = off) */
     FILE *stability_log;       /* with until_stable and no progress line: a line per check here */
     double until_stable;       /* > 0: stop at a checkpoint once the mapping is stable, i.e.
-                                  the split-half loss (mapgen/stability.h; jaccard, else the
+                                  the split-half loss (calibrate/stability.h; jaccard, else the
                                   first metric; depth by eps 0.01) is <= this and each half
                                   has SKV_STABLE_MIN_HALF windows. The windows then run in a
                                   spread order (below) so that every prefix covers the plan */

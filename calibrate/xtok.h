@@ -15,7 +15,7 @@
 #ifndef SKV_XTOK_H
 #define SKV_XTOK_H
 #include <stdbool.h>
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 
 typedef struct {
     skv_state *s;

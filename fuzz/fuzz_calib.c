@@ -4,8 +4,8 @@
  * Input encoding: see fuzz_secfile.h (byte 0 selects raw-with-repaired-checksums or built). */
 #include "fuzz_secfile.h"
 #include "calibrate/calib.h"
-#include "profiles/profile.h"
-#include "mapgen/mapping.h"
+#include "runtime/format/profile.h"
+#include "calibrate/mapping.h"
 
 static FILE *g_null;
 

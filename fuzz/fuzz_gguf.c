@@ -6,7 +6,7 @@
  * copy so ASan sees reads past the end); files that parse are also written to a scratch
  * file and loaded with skv_model_load_gguf. */
 #include "fuzz_common.h"
-#include "runtime/model/gguf.h"
+#include "runtime/format/gguf.h"
 #include "runtime/model/model.h"
 #include "runtime/tokenizer/tokenizer.h"
 

@@ -3,7 +3,7 @@
  * printing, matched means, similarity lookup and the model check against its own
  * fingerprints. Input encoding: see fuzz_secfile.h. */
 #include "fuzz_secfile.h"
-#include "profiles/profile.h"
+#include "runtime/format/profile.h"
 
 static FILE *g_null;
 

@@ -4,7 +4,7 @@
  * a scratch file and opened; for a file that opens, every tensor is looked up by name and
  * its data range read (bounds checked by ASan against the map). */
 #include "fuzz_common.h"
-#include "runtime/model/safetensors.h"
+#include "runtime/format/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_write("model.safetensors", data, size);

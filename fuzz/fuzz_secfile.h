@@ -11,7 +11,7 @@
 #ifndef SKV_FUZZ_SECFILE_H
 #define SKV_FUZZ_SECFILE_H
 #include "fuzz_common.h"
-#include "profiles/secfile.h"
+#include "runtime/format/secfile.h"
 #include <zstd.h>
 
 #define FZ_FIXED 40

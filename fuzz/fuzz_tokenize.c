@@ -12,7 +12,7 @@
  *   - decoding arbitrary ids (from the same bytes read as int16) never crashes and refuses
  *     out-of-range ids with an error. */
 #include "fuzz_common.h"
-#include "runtime/model/gguf.h"
+#include "runtime/format/gguf.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 static skv_tokenizer *g_tok;

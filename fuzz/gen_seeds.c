@@ -3,9 +3,9 @@
  * writers (tests/support/gguf_writer.c, tiny_model.c) and the library's own writers, plus a
  * few corrupt ones. Deterministic: rerunning gives the same files. Total well under 1 MB. */
 #include "calibrate/calib.h"
-#include "profiles/profile.h"
-#include "mapgen/mapping.h"
-#include "profiles/secfile.h"
+#include "runtime/format/profile.h"
+#include "calibrate/mapping.h"
+#include "runtime/format/secfile.h"
 #include "runtime/tokenizer/tokenizer_internal.h"
 #include "common/util.h"
 #include "kernels/cpu/quant.h"

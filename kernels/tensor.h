@@ -1,11 +1,11 @@
-/* tensor.h: what the kernels know of a weight matrix: its storage type (quant.h), shape,
+/* tensor.h: what the kernels know of a weight matrix: its storage type (types.h), shape,
  * bytes and decode layouts, and the RoPE pairing the rotation kernels apply. Owned by
  * kernels/ so that kernels never include the runtime; the model loader (runtime/model/)
  * fills these structs. */
 #ifndef SKV_TENSOR_H
 #define SKV_TENSOR_H
 #include <stdint.h>
-#include "kernels/cpu/quant.h"
+#include "kernels/types.h"
 
 /* RoPE pairing: ADJACENT rotates (x[2i], x[2i+1]) (GGUF llama, whose Q/K rows were permuted
  * by the converter); HALVES rotates (x[i], x[i+d/2]) (Hugging Face layout, GGUF qwen2). */

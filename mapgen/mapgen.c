@@ -6,8 +6,8 @@
  * A cross-tokenizer calibration (two tokenizers, header "alignment") gets the report only:
  * the runtime feeds one token stream to both models, so its profile could not be used. */
 #include "calibrate/calib.h"
-#include "profiles/profile.h"
-#include "mapgen/mapping.h"
+#include "runtime/format/profile.h"
+#include "calibrate/mapping.h"
 #include "report_html.h"
 #include "common/util.h"
 #include <errno.h>

@@ -3,7 +3,7 @@
  * curve as an SVG line chart, and the mapping table. No scripts, no external files. */
 #ifndef SKV_REPORT_HTML_H
 #define SKV_REPORT_HTML_H
-#include "profiles/profile.h"
+#include "runtime/format/profile.h"
 
 int skv_report_html(const skv_profile *p, const char *path);
 /* The same with a line of plain text (escaped) shown under the calibration, e.g. how two

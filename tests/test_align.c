@@ -13,7 +13,7 @@
 #include <string.h>
 #include "calibrate/align.h"
 #include "calibrate/xtok.h"
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 #include "common/util.h"
 #include "tests/support/tiny_model.h"
 

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 #include "runtime/model/model.h"
 #include "runtime/session/session.h"
 #include "common/util.h"

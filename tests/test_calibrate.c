@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include "calibrate/calib.h"
 #include "calibrate/calib_run.h"
-#include "mapgen/mapping.h"
+#include "calibrate/mapping.h"
 #include "common/util.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/test_env.h"

@@ -27,7 +27,7 @@
 #include "tests/support/test_env.h"
 #ifdef SKV_CUDA
 #include "kernels/cuda/backend.h"
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/compensate.h"

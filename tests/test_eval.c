@@ -36,7 +36,7 @@
 #include "eval/runner.h"
 #include "runtime/policies/smallkv.h"
 #include "eval/store.h"
-#include "profiles/profile.h"
+#include "runtime/format/profile.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
 #include "tests/support/test_env.h"

@@ -40,8 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/model/fingerprint.h"
-#include "runtime/backend/forward.h"
-#include "runtime/model/gguf.h"
+#include "runtime/engine/forward.h"
+#include "runtime/format/gguf.h"
 #include "runtime/model/model.h"
 #include "common/util.h"
 #include "kernels/cpu/matmul.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "kernels/cpu/quant.h"
-#include "runtime/model/gguf.h"
+#include "runtime/format/gguf.h"
 #include "common/util.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/test_env.h"

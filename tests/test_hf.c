@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 #include "runtime/model/model.h"
-#include "runtime/model/safetensors.h"
+#include "runtime/format/safetensors.h"
 #include "common/util.h"
 #include "tests/support/test_env.h"
 #include "tests/support/tiny_model.h"

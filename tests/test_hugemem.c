@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/backend/forward.h"
-#include "runtime/model/hugemem.h"
+#include "runtime/engine/forward.h"
+#include "common/hugemem.h"
 #include "runtime/model/model.h"
 #include "common/util.h"
 #include "kernels/cpu/quant.h"

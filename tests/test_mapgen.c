@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "calibrate/calib.h"
-#include "profiles/profile.h"
-#include "mapgen/mapping.h"
+#include "runtime/format/profile.h"
+#include "calibrate/mapping.h"
 #include "common/util.h"
 #include "tests/support/test_env.h"
 

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/quant.h"
-#include "runtime/model/gguf.h"
+#include "runtime/format/gguf.h"
 #include "common/util.h"
 #include "tests/support/test_env.h"
 

@@ -22,10 +22,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "calibrate/calib.h"
-#include "runtime/model/gguf.h"
+#include "runtime/format/gguf.h"
 #include "runtime/model/model.h"
-#include "profiles/profile.h"
-#include "runtime/model/safetensors.h"
+#include "runtime/format/profile.h"
+#include "runtime/format/safetensors.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
 #include "tests/support/test_env.h"

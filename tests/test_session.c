@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 #include "runtime/model/model.h"
 #include "runtime/policies/smallkv.h"
 #include "runtime/session/session.h"

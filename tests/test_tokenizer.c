@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "include/smallkv.h"
-#include "runtime/model/gguf.h"
+#include "runtime/format/gguf.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer/tokenizer_internal.h"
 #include "common/util.h"

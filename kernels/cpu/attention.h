@@ -14,20 +14,8 @@
 #define SKV_ATTENTION_H
 #include <stdbool.h>
 #include <stddef.h>
+#include "kernels/args.h"
 
-typedef struct {
-    int T, H, Hkv, d;
-    int pos0;            /* position of the first query row */
-    int S_cap;           /* stride (in tokens) of each KV head's cache */
-    bool kv_f16;         /* cache element type: fp16 (true) or fp32 */
-    float *colsum;       /* optional (H, S_cap), accumulated */
-    float *lastrow;      /* optional (H, S_cap), overwritten for k < pos0 + T */
-    /* skv_attention_team at T = 1 only, else NULL: this token's rotated key and value
-     * (Hkv, d), not yet in the cache; written into row pos0 of each KV head by the thread
-     * that reads that row, so the caller needs no barrier between computing them and
-     * the attention */
-    const float *knew, *vnew;
-} skv_attn_args;
 
 void skv_attention(float *out, const float *q, const void *kc, const void *vc,
                    const skv_attn_args *a);

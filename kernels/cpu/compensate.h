@@ -21,23 +21,8 @@
 #ifndef SKV_COMPENSATE_H
 #define SKV_COMPENSATE_H
 #include <stdbool.h>
+#include "kernels/args.h"
 
-typedef enum { SKV_COMBINE_SUM = 0, SKV_COMBINE_MASS = 1, SKV_COMBINE_RENORM = 2 } skv_combine;
-
-typedef struct {
-    int g, d;
-    int n_hot, n_marg;
-    bool f16;
-    const void *k, *v;    /* (n_hot, d) */
-    const void *vm;       /* (n_marg, d) */
-    const float *pm;      /* (g, n_marg) SLM attention at each marginal slot, or NULL */
-    const float *w;       /* (g) SLM mass on the hot tokens (MASS / RENORM), NULL = 1 */
-    const int *mult;      /* (n_hot) tokens each K+V slot stands for, or NULL (all 1) */
-    skv_combine combine;
-    float *slot_acc;      /* optional (n_hot) */
-    float *head_p;        /* optional (g, n_hot) */
-    float *scratch;       /* (n_hot) floats, caller-provided */
-} skv_comp_args;
 
 void skv_compensate(float *out, const float *q, const skv_comp_args *a);
 void skv_compensate_ref(float *out, const float *q, const skv_comp_args *a);

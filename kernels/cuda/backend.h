@@ -19,8 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "kernels/tensor.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/compensate.h"
+#include "kernels/args.h"
 
 /* ---------------------------------------------------------------- device */
 

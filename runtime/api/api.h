@@ -3,7 +3,7 @@
 #ifndef SKV_API_H
 #define SKV_API_H
 #include "include/smallkv.h"
-#include "profiles/profile.h"
+#include "runtime/format/profile.h"
 #include "runtime/backend/backend.h"
 #include "runtime/model/model.h"
 #include "runtime/session/session.h"

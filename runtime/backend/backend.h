@@ -16,7 +16,7 @@
 #ifndef SKV_BACKEND_H
 #define SKV_BACKEND_H
 #include <stdbool.h>
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 #include "runtime/session/session.h"
 
 typedef struct {

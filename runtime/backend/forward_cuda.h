@@ -23,7 +23,7 @@
 #define SKV_FORWARD_CUDA_H
 #include <stdbool.h>
 #include <stddef.h>
-#include "forward.h"
+#include "runtime/engine/forward.h"
 #include "runtime/model/model.h"
 
 typedef struct skv_cuda_model skv_cuda_model;   /* opaque: device pointers */

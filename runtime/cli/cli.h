@@ -1,5 +1,6 @@
-/* cli.h: the pieces shared by the `smallkv` subcommands (the .c files in runtime/cli/, which
- * speak only the public API, include/smallkv.h; and `smallkv eval`, eval/tasks.c).
+/* cli.h: the pieces shared by the `smallkv` subcommands (the .c files in runtime/cli/). They
+ * speak only the public API, include/smallkv.h, except `smallkv eval` (eval.c, eval_report.c),
+ * which drives the evaluation library (eval/) on the runtime's internals.
  * Exit codes: 0 ok, 1 error (one line "smallkv: <message>" on stderr), 2 bad arguments
  * (a one-line reason and the subcommand's usage on stderr). */
 #ifndef SKV_CLI_H
@@ -11,7 +12,7 @@ enum { CLI_OK = 0, CLI_ERR = 1, CLI_USAGE = 2 };
 int cmd_info(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
-int cmd_eval(int argc, char **argv);   /* eval/tasks.c */
+int cmd_eval(int argc, char **argv);   /* eval.c */
 int cmd_profile(int argc, char **argv);
 int cmd_policies(int argc, char **argv);   /* policies.c */
 int cmd_serve(int argc, char **argv);     /* serve.c, runtime/serve/ */

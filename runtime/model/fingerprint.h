@@ -11,7 +11,7 @@
 #ifndef SKV_FINGERPRINT_H
 #define SKV_FINGERPRINT_H
 #include <stdbool.h>
-#include "profiles/meta.h"
+#include "runtime/format/meta.h"
 #include "model.h"
 
 int skv_fp_from_model(const skv_model *m, bool full, skv_model_fp *fp);

@@ -9,8 +9,8 @@
  * The llama converter permutes Q/K rows so that RoPE pairs are adjacent; qwen2 files keep
  * the Hugging Face layout (pairs are d/2 apart). */
 #include "model.h"
-#include "gguf.h"
-#include "hugemem.h"
+#include "runtime/format/gguf.h"
+#include "common/hugemem.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * buffers owned by the hf storage. HF checkpoints keep Q/K rows in the "halves" RoPE
  * order for both llama and qwen2, so rope_mode = SKV_ROPE_HALVES. */
 #include "model.h"
-#include "safetensors.h"
+#include "runtime/format/safetensors.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
 #include <cjson/cJSON.h>

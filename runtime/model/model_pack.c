@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gguf.h"
-#include "hugemem.h"
+#include "runtime/format/gguf.h"
+#include "common/hugemem.h"
 #include "model.h"
 #include "common/util.h"
 #include "kernels/cpu/quant.h"

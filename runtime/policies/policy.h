@@ -36,7 +36,7 @@
 #include "kernels/cpu/compensate.h"
 #include "runtime/kv/kvcache.h"
 #include "runtime/kv/select.h"
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 
 /* ------------------------------------------------------------------ options */
 

@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
-#include "runtime/backend/forward.h"
+#include "runtime/engine/forward.h"
 #include "runtime/kv/kvcache.h"
 #include "runtime/policies/policy.h"
 #include "kernels/cpu/compensate.h"

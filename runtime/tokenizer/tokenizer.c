@@ -6,7 +6,7 @@
  * on bytes: a word starts as one symbol per byte and the lowest-ranked adjacent pair is
  * merged until none is left (ties: leftmost), exactly as HF `tokenizers` BPE does. */
 #include "tokenizer_internal.h"
-#include "runtime/model/gguf.h"
+#include "runtime/format/gguf.h"
 #include "common/util.h"
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
-#include "runtime/model/gguf.h"
+#include "runtime/format/gguf.h"
 
 typedef struct {
     char *name;

@@ -1,7 +1,7 @@
 /* mapping.c: argmax head mapping, the retained-similarity curve R(s), depth choice, and a
  * profile built from them out of merged calibration sums. */
 #include "mapping.h"
-#include "mapgen/stability.h"
+#include "calibrate/stability.h"
 #include "common/util.h"
 #include <stddef.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* safetensors.c: open, validate and memory-map one .safetensors file (see safetensors.h). */
 #include "safetensors.h"
 #include "common/util.h"
-#include "kernels/cpu/quant.h"
+#include "kernels/types.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>

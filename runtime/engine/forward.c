@@ -18,7 +18,7 @@
  * without an attention hook, or with one that runs in a team (attn_team), takes
  * decode_one_region (the same steps in one OpenMP region). */
 #include "forward.h"
-#include "runtime/model/hugemem.h"
+#include "common/hugemem.h"
 #include "common/util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"

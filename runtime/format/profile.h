@@ -14,11 +14,11 @@
 #define SKV_PROFILE_H
 #include <stdint.h>
 #include <stdio.h>
-#include "profiles/meta.h"
+#include "runtime/format/meta.h"
 
 #define SKV_PROFILE_VERSION 1
 
-/* How much the mapping depends on the sample (mapgen/stability.h): the two halves of the
+/* How much the mapping depends on the sample (calibrate/stability.h): the two halves of the
  * calibration windows (even, odd) mapped on their own at the profile's depth. */
 typedef struct {
     int present;                /* 0: not measured (calibration without halves) */

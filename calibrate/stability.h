@@ -12,7 +12,7 @@
 #ifndef SKV_STABILITY_H
 #define SKV_STABILITY_H
 #include "calibrate/calib.h"
-#include "profiles/profile.h"
+#include "runtime/format/profile.h"
 
 /* The stability of metric m's mapping at `depth` SLM layers into *out (out->present set).
  * -1 + error when the calibration has no halves, lacks the metric, or a half is empty. */

@@ -1,5 +1,4 @@
-/* tasks.c: `smallkv eval TASK`: the evaluation harness (docs/evaluation protocol,
- * shared/spec/evaluation.md): runs a grid of policies x budgets on one model pair over a
+/* eval.c: `smallkv eval TASK`: the evaluation harness (protocols: docs/results.md): runs a grid of policies x budgets on one model pair over a
  * task and writes one JSON record per unit (eval/store.h), resumably.
  *   fidelity     teacher-forced KL / top-1 / perplexity vs the full cache (section 1)
  *   passkey      retrieval of a 5-digit key after query-agnostic compression (section 2)
@@ -7,14 +6,14 @@
  *   calibration  profile vs online mapping: agreement and fidelity of each (section 4)
  *   depth        SmallKV's fidelity and SLM time at several SLM depths (early stop); the
  *                chosen depth and its evidence can be written into a copy of the profile
- *   report       tables and SVG plots from results files (eval/report.c) */
+ *   report       tables and SVG plots from results files (eval_report.c) */
 #include "runtime/cli/cli.h"
-#include "data.h"
-#include "runner.h"
-#include "store.h"
+#include "eval/data.h"
+#include "eval/runner.h"
+#include "eval/store.h"
 #include "runtime/model/fingerprint.h"
-#include "profiles/profile.h"
-#include "mapgen/mapping.h"
+#include "runtime/format/profile.h"
+#include "calibrate/mapping.h"
 #include "common/sha256.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"

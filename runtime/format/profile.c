@@ -1,6 +1,6 @@
 /* profile.c: write/load the SKVPROF file with full validation, refuse mismatched models,
  * and print it (`smallkv profile show`). Building one from calibration sums is mapgen's
- * (mapgen/mapping.h). */
+ * (calibrate/mapping.h). */
 #include "profile.h"
 #include "common/jsonget.h"
 #include "secfile.h"

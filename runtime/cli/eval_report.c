@@ -1,4 +1,4 @@
-/* report.c: `smallkv eval report`: Markdown tables and SVG plots from results files.
+/* eval_report.c: `smallkv eval report`: Markdown tables and SVG plots from results files.
  * Units are aggregated into cells (task, corpus/length, policy, budget):
  *   fidelity / calibration  steps-weighted mean KL, top-1 and NLL (ppl = exp(mean NLL)),
  *                           mean over documents of the per-document p95 KL;
@@ -10,8 +10,8 @@
  * Every section lists the commands and commits that produced its records. SVGs are written
  * next to the Markdown file: <base>-fidelity-<corpus>.svg, <base>-passkey.svg. */
 #include "runtime/cli/cli.h"
-#include "store.h"
-#include "bootstrap.h"
+#include "eval/store.h"
+#include "eval/bootstrap.h"
 #include "common/util.h"
 #include <cJSON.h>
 #include <ctype.h>

@@ -5,7 +5,7 @@
 #define SKV_MAPPING_H
 #include <stdint.h>
 #include "calibrate/calib.h"
-#include "profiles/profile.h"
+#include "runtime/format/profile.h"
 
 /* f[i] = argmax over SLM heads j < n_cand of S(i, j); ties go to the lowest j. */
 void skv_map_argmax(const float *S, int n_llm, int n_slm, int n_cand, int32_t *f);

@@ -24,9 +24,9 @@
  * gguf_open_memory parses a heap copy of a buffer with the same code (fuzzers, tests);
  * gguf_open_resident reads the file into huge-page memory first (the model loader). */
 #include "gguf.h"
-#include "hugemem.h"
+#include "common/hugemem.h"
 #include "common/util.h"
-#include "kernels/cpu/quant.h"
+#include "kernels/types.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

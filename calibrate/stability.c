@@ -1,6 +1,6 @@
 /* stability.c: split-half agreement and loss of a head mapping (stability.h). */
 #include "stability.h"
-#include "mapgen/mapping.h"
+#include "calibrate/mapping.h"
 #include "common/util.h"
 #include <stdlib.h>
 
