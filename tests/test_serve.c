@@ -7,7 +7,12 @@
  * strings, the error objects for bad input (and 120 garbage bodies), limits (body,
  * headers), 429 with Retry-After when the queue is full, clients that go away (their
  * sequences are cancelled), the request time limit (504, on a second server), bad command
- * lines, and a clean exit on SIGTERM. Skips when the model is missing. */
+ * lines, and a clean exit on SIGTERM. What real clients need: replies that are strict JSON
+ * and well-formed UTF-8 even when generation stops inside a character (checked with this
+ * file's own validators), the OpenAI request fields (implemented, ignored or refused by
+ * name), strict input (NUL, trailing data, bad UTF-8, unknown model), CORS and preflight,
+ * and llama-server's /tokenize, /detokenize, /props and /v1/models/{id}. Skips when the
+ * model is missing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +21,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +107,145 @@ static void assert_error(resp *r, long status, const char *code) {
     assert_non_null(cJSON_GetObjectItem(e, "code"));
     if (code) assert_string_equal(cJSON_GetObjectItem(e, "code")->valuestring, code);
     cJSON_Delete(j);
+}
+
+/* a request with raw header lines (no key unless one is among them) */
+static resp call_hdrs(const char *method, const char *path, const char *body, const char *const *lines) {
+    resp r = {0};
+    struct curl_slist *hs;
+    CURL *c = make(method, path, body, NULL, &r, &hs);
+    for (; *lines; lines++) hs = curl_slist_append(hs, *lines);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    r.rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(hs);
+    curl_easy_cleanup(c);
+    return r;
+}
+
+/* ---- strict checks of what the server sends (independent of the server's code) ---- */
+
+/* well-formed UTF-8 (RFC 3629): each sequence decoded, no overlong form, no surrogate,
+ * nothing above U+10FFFF, nothing cut short */
+static bool utf8_ok(const char *str, size_t n) {
+    const unsigned char *s = (const unsigned char *)str;
+    static const unsigned MIN[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i], cp;
+        size_t len;
+        if (c < 0x80) { i++; continue; }
+        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+        else return false;
+        if (i + len > n) return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        if (cp < MIN[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += len;
+    }
+    return true;
+}
+
+/* RFC 8259 JSON, nothing before or after the value; \u escapes must pair surrogates */
+typedef struct { const char *s; size_t n, i; int depth; } jpos;
+static int jpeek(jpos *p) { return p->i < p->n ? (unsigned char)p->s[p->i] : -1; }
+static void jws(jpos *p) { while (jpeek(p) == ' ' || jpeek(p) == '\t' || jpeek(p) == '\n' || jpeek(p) == '\r') p->i++; }
+static bool jdigits(jpos *p) {
+    size_t i0 = p->i;
+    while (jpeek(p) >= '0' && jpeek(p) <= '9') p->i++;
+    return p->i > i0;
+}
+static long jhex4(jpos *p) {
+    long v = 0;
+    for (int k = 0; k < 4; k++) {
+        int c = jpeek(p);
+        if (c < 0 || !strchr("0123456789abcdefABCDEF", c)) return -1;
+        v = v * 16 + (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+        p->i++;
+    }
+    return v;
+}
+static bool jstring(jpos *p) {
+    if (jpeek(p) != '"') return false;
+    p->i++;
+    for (;;) {
+        int c = jpeek(p);
+        if (c < 0x20) return false;   /* the end, or a raw control character */
+        p->i++;
+        if (c == '"') return true;
+        if (c != '\\') continue;
+        c = jpeek(p);
+        p->i++;
+        if (c == 'u') {
+            long u = jhex4(p);
+            if (u < 0 || (u >= 0xDC00 && u <= 0xDFFF)) return false;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                if (jpeek(p) != '\\') return false;
+                p->i++;
+                if (jpeek(p) != 'u') return false;
+                p->i++;
+                long lo = jhex4(p);
+                if (lo < 0xDC00 || lo > 0xDFFF) return false;
+            }
+        } else if (c < 0 || !strchr("\"\\/bfnrt", c)) {
+            return false;
+        }
+    }
+}
+static bool jvalue(jpos *p);
+static bool jcontainer(jpos *p, int close, bool keys) {
+    p->i++;
+    jws(p);
+    if (jpeek(p) == close) { p->i++; return true; }
+    for (;;) {
+        jws(p);
+        if (keys) {
+            if (!jstring(p)) return false;
+            jws(p);
+            if (jpeek(p) != ':') return false;
+            p->i++;
+        }
+        if (!jvalue(p)) return false;
+        if (jpeek(p) == ',') { p->i++; continue; }
+        if (jpeek(p) != close) return false;
+        p->i++;
+        return true;
+    }
+}
+static bool jvalue(jpos *p) {
+    if (++p->depth > 64) return false;
+    jws(p);
+    int c = jpeek(p);
+    bool ok;
+    if (c == '{') ok = jcontainer(p, '}', true);
+    else if (c == '[') ok = jcontainer(p, ']', false);
+    else if (c == '"') ok = jstring(p);
+    else if (c == 't' || c == 'f' || c == 'n') {
+        const char *w = c == 't' ? "true" : c == 'f' ? "false" : "null";
+        ok = p->n - p->i >= strlen(w) && !memcmp(p->s + p->i, w, strlen(w));
+        p->i += strlen(w);
+    } else {
+        if (jpeek(p) == '-') p->i++;
+        if (jpeek(p) == '0') p->i++;
+        else if (!(jpeek(p) >= '1' && jpeek(p) <= '9') || !jdigits(p)) return false;
+        ok = true;
+        if (jpeek(p) == '.') { p->i++; ok = jdigits(p); }
+        if (ok && (jpeek(p) == 'e' || jpeek(p) == 'E')) {
+            p->i++;
+            if (jpeek(p) == '+' || jpeek(p) == '-') p->i++;
+            ok = jdigits(p);
+        }
+    }
+    p->depth--;
+    jws(p);
+    return ok;
+}
+static bool json_strict(const char *s, size_t n) {
+    jpos p = { s, n, 0, 0 };
+    return utf8_ok(s, n) && jvalue(&p) && p.i == n;
 }
 
 static double metric(const char *name) {
@@ -244,7 +389,7 @@ static cJSON *chat_ok(const char *body) {
 static void test_chat_and_completion(void **state) {
     (void)state;
     NEED_SERVER();
-    cJSON *j = chat_ok("{\"model\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"Name three colours.\"}],"
+    cJSON *j = chat_ok("{\"model\":\"" TEST_SMOL "\",\"messages\":[{\"role\":\"user\",\"content\":\"Name three colours.\"}],"
                        "\"temperature\":0,\"max_tokens\":6,\"seed\":3}");
     assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "chat.completion");
     cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
@@ -449,7 +594,7 @@ static void test_bad_input(void **state) {
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":\"yes\"}", 400, "invalid_type" },
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", 400, "invalid_type" },
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"wat\":1}", 400, "unknown_field" },
-        { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", 400, "invalid_value" },
+        { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", 400, "unsupported_value" },
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"smallkv\":{\"policy\":\"nope\"}}", 400, "invalid_value" },
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"smallkv\":{\"policy\":\"smallkv:bogus=1\"}}", 400, "invalid_value" },
         { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"smallkv\":{\"policy\":5}}", 400, "invalid_type" },
@@ -485,28 +630,21 @@ static void test_bad_input(void **state) {
     assert_error(&r, 413, "body_too_large");
     resp_free(&r);
     free(big);
-    /* a header over the connection's memory limit: refused, the server lives on */
-    big = malloc(70000);
-    strcpy(big, "X-Big: ");
-    memset(big + 7, 'a', 69990);
-    big[69997] = 0;
-    CURL *c = curl_easy_init();
-    struct curl_slist *hs = curl_slist_append(NULL, big);
-    resp rr = {0};
-    char url[128];
-    snprintf(url, sizeof url, "%s/health", base);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &rr.body);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-    CURLcode rc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &rr.status);
-    assert_true(rc != CURLE_OK || rr.status >= 400);
-    curl_slist_free_all(hs);
-    curl_easy_cleanup(c);
-    resp_free(&rr);
-    free(big);
+    /* headers over 32 KiB: our 431 error object while they fit the connection's memory,
+     * libmicrohttpd's refusal beyond it; the server lives on */
+    static const size_t HEADER[2] = { 70000, 300000 };
+    for (int k = 0; k < 2; k++) {
+        big = malloc(HEADER[k] + 8);
+        strcpy(big, "X-Big: ");
+        memset(big + 7, 'a', HEADER[k]);
+        big[HEADER[k] + 7] = 0;
+        const char *lines[] = { big, NULL };
+        resp rr = call_hdrs("GET", "/health", NULL, lines);
+        if (k == 0) assert_error(&rr, 431, "headers_too_large");
+        else assert_true(rr.rc != CURLE_OK || rr.status >= 400);
+        resp_free(&rr);
+        free(big);
+    }
     r = call("GET", "/health", NULL, NULL);
     assert_int_equal(r.status, 200);
     resp_free(&r);
@@ -533,6 +671,407 @@ static void test_bad_input(void **state) {
         resp_free(&g);
     }
     assert_int_equal(answered, 120);
+}
+
+/* ---- 1. replies are well-formed UTF-8 ---- */
+
+/* a completion's text (chat: the message content) from a strict-JSON body, heap */
+static char *body_text(const char *body, size_t n, bool chat, bool chunk) {
+    if (!json_strict(body, n)) fprintf(stderr, "not strict JSON with well-formed UTF-8: %.*s\n", (int)n, body);
+    assert_true(json_strict(body, n));
+    cJSON *j = cJSON_ParseWithLength(body, n);
+    assert_non_null(j);
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, chunk ? "delta" : "message"), "content")
+                    : cJSON_GetObjectItem(c, "text");
+    char *out = strdup(cJSON_IsString(t) ? t->valuestring : "");
+    cJSON_Delete(j);
+    return out;
+}
+
+/* CJK and emoji prompts stopped after 1 to 3 tokens, where a reply often ends inside a
+ * character: every body and every stream event is strict JSON with well-formed UTF-8 (no
+ * cut bytes), and the stream's pieces add up to the reply */
+static void test_utf8_replies(void **state) {
+    (void)state;
+    NEED_SERVER();
+    static const char *PROMPTS[] = { "日本の首都は", "🎉🎉 Party time! 🎂" };
+    int checked = 0;
+    for (int pi = 0; pi < 2; pi++)
+        for (int chat = 0; chat < 2; chat++)
+            for (int mt = 1; mt <= 3; mt++) {
+                char body[512], *whole = NULL, streamed[512] = "";
+                for (int stream = 0; stream < 2; stream++) {
+                    if (chat)
+                        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_tokens\":%d,"
+                                 "\"temperature\":0,\"stream\":%s}", PROMPTS[pi], mt, stream ? "true" : "false");
+                    else
+                        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0,\"stream\":%s}",
+                                 PROMPTS[pi], mt, stream ? "true" : "false");
+                    resp r = call("POST", chat ? "/v1/chat/completions" : "/v1/completions", body, KEY);
+                    assert_int_equal(r.status, 200);
+                    if (!stream) {
+                        whole = body_text(r.body.s, r.body.n, chat, false);
+                    } else {
+                        int done = 0;
+                        for (char *p = r.body.s, *e; (e = strstr(p, "\n\n")); p = e + 2) {
+                            assert_memory_equal(p, "data: ", 6);
+                            const size_t n = (size_t)(e - p) - 6;
+                            if (n == 6 && !memcmp(p + 6, "[DONE]", 6)) { done++; continue; }
+                            char *t = body_text(p + 6, n, chat, true);
+                            strncat(streamed, t, sizeof streamed - strlen(streamed) - 1);
+                            free(t);
+                        }
+                        assert_int_equal(done, 1);
+                    }
+                    resp_free(&r);
+                    checked++;
+                }
+                assert_true(utf8_ok(streamed, strlen(streamed)));
+                assert_string_equal(streamed, whole);
+                free(whole);
+            }
+    assert_int_equal(checked, 24);
+}
+
+/* ---- 2. the OpenAI request fields ---- */
+
+/* the reply text of a request that must succeed, heap */
+static char *text_of(const char *path, const char *body) {
+    resp r = call("POST", path, body, KEY);
+    if (r.status != 200) fprintf(stderr, "%s -> %ld %s\n", body, r.status, r.body.s);
+    assert_int_equal(r.status, 200);
+    char *t = body_text(r.body.s, r.body.n, strstr(path, "chat") != NULL, false);
+    resp_free(&r);
+    return t;
+}
+
+/* an error object with this status, code and param */
+static void expect_error(const char *path, const char *body, long status, const char *param, const char *code) {
+    resp r = call("POST", path, body, KEY);
+    if (r.status != status) fprintf(stderr, "%s -> %ld %s\n", body, r.status, r.body.s);
+    assert_error(&r, status, code);
+    cJSON *j = cJSON_Parse(r.body.s), *pm = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "param");
+    if (param && (!cJSON_IsString(pm) || strcmp(pm->valuestring, param))) fprintf(stderr, "%s -> %s\n", body, r.body.s);
+    if (param) assert_string_equal(cJSON_IsString(pm) ? pm->valuestring : "(null)", param);
+    cJSON_Delete(j);
+    resp_free(&r);
+}
+
+/* the token ids of text (POST /tokenize), into ids; the count */
+static int tokenize(const char *text, bool special, int *ids, int cap) {
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "content", text);
+    cJSON_AddBoolToObject(req, "add_special", special);
+    char *body = cJSON_PrintUnformatted(req);
+    resp r = call("POST", "/tokenize", body, KEY);
+    assert_int_equal(r.status, 200);
+    assert_true(json_strict(r.body.s, r.body.n));
+    cJSON *j = cJSON_Parse(r.body.s), *t;
+    int n = 0;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "tokens")) {
+        assert_true(cJSON_IsNumber(t));
+        if (n < cap) ids[n] = t->valueint;
+        n++;
+    }
+    cJSON_Delete(j);
+    cJSON_Delete(req);
+    free(body);
+    resp_free(&r);
+    return n;
+}
+
+static void test_openai_fields(void **state) {
+    (void)state;
+    NEED_SERVER();
+    static const char CHAT[] = "/v1/chat/completions", COMPL[] = "/v1/completions";
+    char body[1024];
+    /* the fields clients send that change nothing here: accepted, the reply unchanged */
+    static const char MSG[] = "\"messages\":[{\"role\":\"user\",\"content\":\"Name three colours.\"}],\"max_tokens\":5,\"temperature\":0";
+    snprintf(body, sizeof body, "{%s}", MSG);
+    char *plain = text_of(CHAT, body);
+    snprintf(body, sizeof body, "{%s,\"model\":\"" TEST_SMOL "\",\"store\":false,\"metadata\":{\"k\":\"v\"},\"parallel_tool_calls\":true,"
+             "\"user\":\"u-1\",\"logprobs\":false,\"top_logprobs\":0,\"response_format\":{\"type\":\"text\"},\"logit_bias\":{},"
+             "\"tools\":[],\"tool_choice\":\"none\",\"n\":1,\"modalities\":[\"text\"],\"service_tier\":\"auto\",\"stop\":null,"
+             "\"top_p\":1,\"presence_penalty\":0,\"frequency_penalty\":0}", MSG);
+    char *t = text_of(CHAT, body);
+    assert_string_equal(t, plain);
+    free(t);
+    free(plain);
+    /* role developer is the system turn */
+    static const char SYS[] = "{\"messages\":[{\"role\":\"%s\",\"content\":\"Answer in French.\"},{\"role\":\"user\","
+                              "\"content\":\"Name three colours.\"}],\"max_tokens\":6,\"temperature\":0}";
+    snprintf(body, sizeof body, SYS, "system");
+    plain = text_of(CHAT, body);
+    snprintf(body, sizeof body, SYS, "developer");
+    t = text_of(CHAT, body);
+    assert_string_equal(t, plain);
+    free(t);
+    free(plain);
+    /* completions: its ignored fields; the prompt as token ids is the same prompt */
+    static const char Q[] = "The capital of France is";
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}", Q);
+    char *greedy = text_of(COMPL, body);
+    int ids[64];
+    const int n = tokenize(Q, true, ids, 64);
+    assert_true(n > 2 && n < 64);
+    int o = snprintf(body, sizeof body, "{\"prompt\":[");
+    for (int i = 0; i < n; i++) o += snprintf(body + o, sizeof body - (size_t)o, "%s%d", i ? "," : "", ids[i]);
+    snprintf(body + o, sizeof body - (size_t)o, "],\"max_tokens\":4,\"temperature\":0,\"echo\":false,\"suffix\":\"\",\"best_of\":1,"
+             "\"logprobs\":null,\"user\":\"u\"}");
+    t = text_of(COMPL, body);
+    assert_string_equal(t, greedy);
+    free(t);
+    /* top_k 1, a tiny top_p and min_p 1 each keep only the top token: greedy at any
+     * temperature and seed */
+    static const char *ONLY_TOP[] = { "\"top_k\":1", "\"top_p\":0.000001", "\"min_p\":1" };
+    for (int i = 0; i < 3; i++)
+        for (int seed = 1; seed <= 2; seed++) {
+            snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":1.5,\"seed\":%d,%s}", Q, seed, ONLY_TOP[i]);
+            t = text_of(COMPL, body);
+            assert_string_equal(t, greedy);
+            free(t);
+        }
+    /* sampling with filters: the same seed, the same tokens */
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":6,\"temperature\":1.2,\"seed\":7,\"top_p\":0.9,\"top_k\":50,"
+             "\"min_p\":0.01}", Q);
+    char *s1 = text_of(COMPL, body), *s2 = text_of(COMPL, body);
+    assert_string_equal(s1, s2);
+    free(s1);
+    free(s2);
+    /* logit_bias: -100 takes the greedy first token (" Paris") away, +100 forces another */
+    int paris, london;
+    assert_int_equal(tokenize(" Paris", false, &paris, 1), 1);
+    assert_int_equal(tokenize(" London", false, &london, 1), 1);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":1,\"temperature\":0}", Q);
+    t = text_of(COMPL, body);
+    assert_string_equal(t, " Paris");
+    free(t);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":1,\"temperature\":0,\"logit_bias\":{\"%d\":-100}}", Q, paris);
+    t = text_of(COMPL, body);
+    assert_string_not_equal(t, " Paris");
+    free(t);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":1,\"temperature\":0.7,\"seed\":3,\"logit_bias\":{\"%d\":100}}", Q, london);
+    t = text_of(COMPL, body);
+    assert_string_equal(t, " London");
+    free(t);
+    free(greedy);
+    /* the penalties end a repetition greedy decoding would continue */
+    static const char REP[] = "{\"prompt\":\"Repeat after me: cat cat cat cat cat cat\",\"max_tokens\":8,\"temperature\":0%s}";
+    snprintf(body, sizeof body, REP, "");
+    char *cats = text_of(COMPL, body);
+    assert_non_null(strstr(cats, "cat cat cat cat"));
+    snprintf(body, sizeof body, REP, ",\"presence_penalty\":2");
+    t = text_of(COMPL, body);
+    assert_string_not_equal(t, cats);
+    free(t);
+    snprintf(body, sizeof body, REP, ",\"frequency_penalty\":2");
+    t = text_of(COMPL, body);
+    assert_string_not_equal(t, cats);
+    free(t);
+    free(cats);
+    /* out of OpenAI's ranges (400 invalid_value / invalid_type), and what this server
+     * cannot do (400 naming the field) */
+    static const struct { bool chat; const char *extra, *param, *code; } E[] = {
+        { true, "\"top_p\":0", "top_p", "invalid_value" },
+        { true, "\"top_p\":1.5", "top_p", "invalid_value" },
+        { true, "\"top_p\":\"1\"", "top_p", "invalid_type" },
+        { true, "\"temperature\":2.5", "temperature", "invalid_value" },
+        { true, "\"temperature\":-0.1", "temperature", "invalid_value" },
+        { true, "\"frequency_penalty\":2.5", "frequency_penalty", "invalid_value" },
+        { true, "\"presence_penalty\":-3", "presence_penalty", "invalid_value" },
+        { true, "\"min_p\":1.5", "min_p", "invalid_value" },
+        { true, "\"top_k\":-2", "top_k", "invalid_value" },
+        { true, "\"top_k\":1.5", "top_k", "invalid_type" },
+        { true, "\"logit_bias\":{\"x\":1}", "logit_bias", "invalid_value" },
+        { true, "\"logit_bias\":{\"5\":101}", "logit_bias", "invalid_value" },
+        { true, "\"logit_bias\":{\"99999999\":1}", "logit_bias", "invalid_value" },
+        { true, "\"logit_bias\":[1]", "logit_bias", "invalid_type" },
+        { true, "\"max_completion_tokens\":0", "max_completion_tokens", "invalid_value" },
+        { true, "\"store\":\"yes\"", "store", "invalid_type" },
+        { true, "\"metadata\":5", "metadata", "invalid_type" },
+        { true, "\"n\":0", "n", "invalid_value" },
+        { true, "\"n\":2", "n", "unsupported_value" },
+        { true, "\"logprobs\":true", "logprobs", "unsupported_value" },
+        { true, "\"top_logprobs\":3", "top_logprobs", "unsupported_value" },
+        { true, "\"response_format\":{\"type\":\"json_object\"}", "response_format", "unsupported_value" },
+        { true, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{}}}", "response_format",
+          "unsupported_value" },
+        { true, "\"response_format\":{\"type\":\"yaml\"}", "response_format", "invalid_value" },
+        { true, "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", "tools", "unsupported_value" },
+        { true, "\"tool_choice\":\"required\"", "tool_choice", "unsupported_value" },
+        { true, "\"functions\":[{\"name\":\"f\"}]", "functions", "unsupported_value" },
+        { true, "\"audio\":{\"voice\":\"alloy\",\"format\":\"wav\"}", "audio", "unsupported_parameter" },
+        { true, "\"reasoning_effort\":\"low\"", "reasoning_effort", "unsupported_parameter" },
+        { true, "\"modalities\":[\"text\",\"audio\"]", "modalities", "unsupported_value" },
+        { false, "\"echo\":true", "echo", "unsupported_value" },
+        { false, "\"logprobs\":2", "logprobs", "unsupported_value" },
+        { false, "\"suffix\":\"end\"", "suffix", "unsupported_value" },
+        { false, "\"best_of\":2", "best_of", "unsupported_value" },
+        { false, "\"store\":true", "store", "unknown_field" },
+    };
+    for (size_t i = 0; i < sizeof E / sizeof E[0]; i++) {
+        snprintf(body, sizeof body, "{%s,%s}", E[i].chat ? "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]" : "\"prompt\":\"x\"",
+                 E[i].extra);
+        expect_error(E[i].chat ? CHAT : COMPL, body, 400, E[i].param, E[i].code);
+    }
+    expect_error(CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400, "messages[0]", "invalid_value");
+    expect_error(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}", 400,
+                 "messages[0]", "invalid_type");
+    expect_error(COMPL, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt", "invalid_value");
+    expect_error(COMPL, "{\"prompt\":[5,99999999]}", 400, "prompt", "invalid_value");
+    expect_error(COMPL, "{\"prompt\":[[]]}", 400, "prompt", "invalid_value");
+}
+
+/* ---- 3. strict input, CORS, the key ---- */
+
+static void test_strict_input(void **state) {
+    (void)state;
+    NEED_SERVER();
+    static const char CHAT[] = "/v1/chat/completions", COMPL[] = "/v1/completions";
+    /* what cJSON alone lets through: a NUL (which would cut the text), data after the
+     * object, bytes that are not UTF-8, raw control characters */
+    static const struct { const char *path, *body, *code; } E[] = {
+        { CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", "invalid_value" },
+        { COMPL, "{\"prompt\":\"x\",\"stop\":[\"\\u0000\"]}", "invalid_value" },
+        { CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]} x", "invalid_json" },
+        { COMPL, "{\"prompt\":\"hi\"}{}", "invalid_json" },
+        { COMPL, "{\"prompt\":\"a\xff\"}", "invalid_encoding" },
+        { COMPL, "{\"prompt\":\"a\xc0\xaf\"}", "invalid_encoding" },           /* overlong '/' */
+        { COMPL, "{\"prompt\":\"a\xed\xa0\x80\"}", "invalid_encoding" },       /* a surrogate */
+        { COMPL, "{\"prompt\":\"a\xe3\x81\"}", "invalid_encoding" },           /* cut short */
+        { COMPL, "{\"prompt\":\"a\xf4\x90\x80\x80\"}", "invalid_encoding" },   /* above U+10FFFF */
+        { COMPL, "{\"prompt\":\"a\tb\"}", "invalid_json" },                    /* a raw control character */
+    };
+    for (size_t i = 0; i < sizeof E / sizeof E[0]; i++) expect_error(E[i].path, E[i].body, 400, NULL, E[i].code);
+    /* still accepted: an escaped backslash before "u0000", escapes, whitespace after */
+    char *t = text_of(COMPL, "{\"prompt\":\"a\\\\u0000b\",\"max_tokens\":1}");
+    free(t);
+    t = text_of(COMPL, "{\"prompt\":\"caf\\u00e9 \\ud83c\\udf89 \xe6\x97\xa5\",\"max_tokens\":1} \r\n");
+    free(t);
+    /* the model: the loaded one's id, else 404 model_not_found */
+    t = text_of(COMPL, "{\"model\":\"" TEST_SMOL "\",\"prompt\":\"hi\",\"max_tokens\":1}");
+    free(t);
+    expect_error(CHAT, "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 404, "model", "model_not_found");
+    expect_error(COMPL, "{\"model\":\"x\",\"prompt\":\"x\"}", 404, "model", "model_not_found");
+    /* the bearer scheme in any case */
+    static const struct { const char *line; long status; } A[] = {
+        { "Authorization: bearer sk-test", 200 }, { "Authorization: BEARER   sk-test", 200 },
+        { "Authorization: Basic sk-test", 401 }, { "Authorization: Bearersk-test", 401 },
+    };
+    for (size_t i = 0; i < sizeof A / sizeof A[0]; i++) {
+        const char *lines[] = { A[i].line, NULL };
+        resp r = call_hdrs("GET", "/v1/models", NULL, lines);
+        assert_int_equal(r.status, A[i].status);
+        if (r.status != 200) assert_error(&r, 401, "invalid_api_key");
+        resp_free(&r);
+    }
+    /* CORS: every answer allows any origin (errors and streams too); a preflight, without
+     * the key, gets 204 with the methods and the headers it asked for */
+    resp r = call("GET", "/v1/models", NULL, KEY);
+    assert_non_null(strcasestr(r.head.s, "Access-Control-Allow-Origin: *"));
+    resp_free(&r);
+    r = call("GET", "/v1/models", NULL, "sk-wrong");
+    assert_error(&r, 401, "invalid_api_key");
+    assert_non_null(strcasestr(r.head.s, "Access-Control-Allow-Origin: *"));
+    resp_free(&r);
+    r = call("POST", COMPL, "{\"prompt\":\"hi\",\"max_tokens\":1,\"stream\":true}", KEY);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strcasestr(r.head.s, "Access-Control-Allow-Origin: *"));
+    resp_free(&r);
+    const char *pre[] = { "Origin: http://example.com", "Access-Control-Request-Method: POST",
+                          "Access-Control-Request-Headers: authorization, content-type, x-stainless-os", NULL };
+    r = call_hdrs("OPTIONS", CHAT, NULL, pre);
+    assert_int_equal(r.status, 204);
+    assert_int_equal(r.body.n, 0);
+    assert_non_null(strcasestr(r.head.s, "Access-Control-Allow-Origin: *"));
+    assert_non_null(strcasestr(r.head.s, "Access-Control-Allow-Methods: GET, POST, OPTIONS"));
+    assert_non_null(strcasestr(r.head.s, "x-stainless-os"));
+    resp_free(&r);
+    r = call_hdrs("OPTIONS", "/nope", NULL, pre);
+    assert_error(&r, 404, "not_found");
+    resp_free(&r);
+}
+
+/* ---- 4. llama-server's companions ---- */
+
+static void test_llama_endpoints(void **state) {
+    (void)state;
+    NEED_SERVER();
+    /* /tokenize and /detokenize: a round trip, also through multi-byte characters */
+    static const char TEXT[] = "Hello 日本 🎉!";
+    int ids[64];
+    const int n = tokenize(TEXT, false, ids, 64);
+    assert_true(n > 3 && n < 64);
+    char body[1024];
+    for (int cut = 0; cut < 2; cut++) {   /* the whole list, then all but the last token */
+        int o = snprintf(body, sizeof body, "{\"tokens\":[");
+        for (int i = 0; i < n - cut; i++) o += snprintf(body + o, sizeof body - (size_t)o, "%s%d", i ? "," : "", ids[i]);
+        snprintf(body + o, sizeof body - (size_t)o, "]}");
+        resp r = call("POST", "/detokenize", body, KEY);
+        assert_int_equal(r.status, 200);
+        assert_true(json_strict(r.body.s, r.body.n));
+        cJSON *j = cJSON_Parse(r.body.s);
+        const char *content = cJSON_GetObjectItem(j, "content")->valuestring;
+        if (!cut) assert_string_equal(content, TEXT);
+        else assert_true(strlen(content) > 0 && strlen(content) < strlen(TEXT) + 3);
+        cJSON_Delete(j);
+        resp_free(&r);
+    }
+    assert_true(tokenize(TEXT, true, ids, 64) >= n);
+    assert_int_equal(tokenize("", false, ids, 64), 0);
+    resp r = call("POST", "/detokenize", "{\"tokens\":[]}", KEY);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body.s, "{\"content\":\"\"}");
+    resp_free(&r);
+    static const struct { const char *path, *body, *param, *code; } E[] = {
+        { "/tokenize", "{}", "content", "missing_field" },
+        { "/tokenize", "{\"content\":5}", "content", "invalid_type" },
+        { "/tokenize", "{\"content\":\"x\",\"add_special\":1}", "add_special", "invalid_type" },
+        { "/tokenize", "{\"content\":\"x\",\"extra\":1}", "extra", "unknown_field" },
+        { "/tokenize", "{\"content\":\"a\\u0000\"}", NULL, "invalid_value" },
+        { "/detokenize", "{\"tokens\":[-1]}", "tokens", "invalid_value" },
+        { "/detokenize", "{\"tokens\":[99999999]}", "tokens", "invalid_value" },
+        { "/detokenize", "{\"tokens\":[1.5]}", "tokens", "invalid_value" },
+        { "/detokenize", "{\"tokens\":\"1\"}", "tokens", "invalid_type" },
+        { "/detokenize", "[1]", NULL, "invalid_json" },
+    };
+    for (size_t i = 0; i < sizeof E / sizeof E[0]; i++) expect_error(E[i].path, E[i].body, 400, E[i].param, E[i].code);
+    r = call("GET", "/tokenize", NULL, KEY);
+    assert_error(&r, 405, "method_not_allowed");
+    resp_free(&r);
+    r = call("POST", "/tokenize", "{\"content\":\"x\"}", NULL);
+    assert_error(&r, 401, "invalid_api_key");
+    resp_free(&r);
+    /* /props: the model, the context, the default policy and budget */
+    r = call("GET", "/props", NULL, KEY);
+    assert_int_equal(r.status, 200);
+    assert_true(json_strict(r.body.s, r.body.n));
+    cJSON *j = cJSON_Parse(r.body.s);
+    assert_string_equal(cJSON_GetObjectItem(j, "model")->valuestring, TEST_SMOL);
+    assert_int_equal(cJSON_GetObjectItem(j, "n_ctx")->valueint, 512);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "default_generation_settings"), "n_ctx")->valueint, 512);
+    assert_true(cJSON_GetObjectItem(j, "model_context_length")->valueint >= 512);
+    assert_string_equal(cJSON_GetObjectItem(j, "policy")->valuestring, "full");
+    assert_true(cJSON_GetObjectItem(j, "budget")->valuedouble == 0.2);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "slm")));
+    assert_int_equal(cJSON_GetObjectItem(j, "total_slots")->valueint, 2);
+    cJSON_Delete(j);
+    resp_free(&r);
+    r = call("GET", "/props", NULL, NULL);
+    assert_error(&r, 401, "invalid_api_key");
+    resp_free(&r);
+    /* /v1/models/{id} */
+    r = call("GET", "/v1/models/" TEST_SMOL, NULL, KEY);
+    assert_int_equal(r.status, 200);
+    j = cJSON_Parse(r.body.s);
+    assert_string_equal(cJSON_GetObjectItem(j, "id")->valuestring, TEST_SMOL);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "model");
+    cJSON_Delete(j);
+    resp_free(&r);
+    r = call("GET", "/v1/models/gpt-4o", NULL, KEY);
+    assert_error(&r, 404, "model_not_found");
+    resp_free(&r);
 }
 
 /* 8 long requests at once on a batch of 2 and a queue of 2: the rest get 429 with
@@ -680,6 +1219,10 @@ int main(void) {
         cmocka_unit_test(test_smallkv_policy),
         cmocka_unit_test(test_evictions),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_utf8_replies),
+        cmocka_unit_test(test_openai_fields),
+        cmocka_unit_test(test_strict_input),
+        cmocka_unit_test(test_llama_endpoints),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_disconnect),
         cmocka_unit_test(test_timeout),

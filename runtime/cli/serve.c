@@ -9,7 +9,8 @@
 static const char *USAGE =
     "usage: smallkv serve --llm MODEL [--slm S --profile P] [options]\n"
     "An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,\n"
-    "GET /v1/models, GET /health, GET /metrics (Prometheus), GET / (a chat page).\n"
+    "GET /v1/models[/ID], GET /health, GET /metrics (Prometheus), GET / (a chat page),\n"
+    "and llama-server's POST /tokenize, POST /detokenize, GET /props (docs/serve.md).\n"
     "Conversations keep their compressed KV cache: a request extending an earlier one\n"
     "continues from its session. A request may choose \"smallkv\": {\"policy\", \"budget\"}.\n"
     "  --policy SPEC        default policy (default full; smallkv with --slm and --profile)\n"

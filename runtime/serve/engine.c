@@ -3,7 +3,8 @@
  * prompt extends (or a new one) and prefills the rest, then every round samples one token
  * per sequence and steps them all with one smallkv_step_batch. A sequence ends at a stop
  * token, a stop string, max_tokens, the context's end, its deadline or a cancel (client
- * gone); its session then goes back to the cache. */
+ * gone); its session then goes back to the cache. The text it builds is always well-formed
+ * UTF-8: a token that ends inside a character waits for the next one to complete it. */
 #include "serve.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@ typedef struct {
     serve_job *j;
     serve_sess *ss;
     unsigned long long rng;
+    int *counts;               /* times each token was generated (for the penalties), or NULL */
 } active_seq;
 
 struct serve_engine {
@@ -29,6 +31,8 @@ struct serve_engine {
     bool stop;
     active_seq *act;
     int n_act;
+    int vocab;
+    serve_cand *scratch;       /* serve_sample's, one vocab */
 };
 
 static double now_s(void) {
@@ -116,6 +120,8 @@ static void finish(serve_engine *e, active_seq *a, const char *reason, int statu
     e->m->requests[cancelled ? SR_CANCELLED : err ? (status < 500 ? SR_CLIENT_ERROR : SR_ERROR) : SR_OK]++;
     pthread_mutex_unlock(&e->m->mu);
     a->ss = NULL;
+    free(a->counts);
+    a->counts = NULL;
     serve_job_release(j);
 }
 
@@ -163,6 +169,10 @@ static int start(serve_engine *e, active_seq *a) {
         return -1;
     }
     a->rng = p->seed ? p->seed : (unsigned long long)(now_s() * 1e9) | 1;
+    if ((p->presence != 0 || p->frequency != 0) && !(a->counts = calloc((size_t)e->vocab, sizeof(int)))) {
+        finish(e, a, NULL, 500, "out of memory");
+        return -1;
+    }
     pthread_mutex_lock(&j->mu);
     j->reused = reused;
     j->started = true;
@@ -174,22 +184,33 @@ static int start(serve_engine *e, active_seq *a) {
     return 0;
 }
 
-/* append a token's bytes; a stop string ends the text at its start: returns 1 then */
+/* append a token's bytes as well-formed UTF-8 (a character the token leaves cut short
+ * waits in pend for the next token; ill-formed bytes become U+FFFD); a stop string ends the
+ * text at its start: returns 1 then */
 static int add_text(serve_job *j, const char *b, size_t n) {
-    if (j->len + n + 1 > j->cap) {
+    const size_t m = j->n_pend + n;
+    char *in = malloc(m + 1);
+    if (!in) return 1;
+    memcpy(in, j->pend, j->n_pend);
+    memcpy(in + j->n_pend, b, n);
+    if (j->len + 3 * m + 1 > j->cap) {
         size_t nc = j->cap ? 2 * j->cap : 256;
-        while (nc < j->len + n + 1) nc *= 2;
+        while (nc < j->len + 3 * m + 1) nc *= 2;
         char *t = realloc(j->text, nc);
-        if (!t) return 1;
+        if (!t) { free(in); return 1; }
         j->text = t;
         j->cap = nc;
     }
-    memcpy(j->text + j->len, b, n);
-    j->len += n;
+    size_t tail;
+    const size_t w = serve_utf8_fix(in, m, j->text + j->len, &tail);
+    memcpy(j->pend, in + m - tail, tail);
+    j->n_pend = tail;
+    free(in);
+    j->len += w;
     j->text[j->len] = 0;
     for (int i = 0; i < j->prm.n_stop; i++) {
         size_t sl = strlen(j->prm.stop[i]);
-        size_t from = j->len >= n + sl ? j->len - n - sl + 1 : 0;   /* only where the new bytes reach */
+        size_t from = j->len >= w + sl ? j->len - w - sl + 1 : 0;   /* only where the new bytes reach */
         char *hit = strstr(j->text + from, j->prm.stop[i]);
         if (hit) { j->len = (size_t)(hit - j->text); j->text[j->len] = 0; return 1; }
     }
@@ -209,9 +230,12 @@ static void round_step(serve_engine *e) {
         pthread_mutex_unlock(&j->mu);
         if (cancelled) { finish(e, a, "cancelled", 0, NULL); continue; }
         if (t0 > j->deadline) { finish(e, a, NULL, 504, "request timed out"); continue; }
-        int t = smallkv_sample(a->ss->s, j->prm.temperature, &a->rng);
+        const float *logits = smallkv_logits(a->ss->s);
+        int t = serve_sampling_plain(&j->prm) ? smallkv_sample(a->ss->s, j->prm.temperature, &a->rng)
+              : logits ? serve_sample(logits, e->vocab, &j->prm, a->counts, e->scratch, &a->rng) : -1;
         if (t < 0) { finish(e, a, NULL, 500, smallkv_last_error()); continue; }
         if (smallkv_is_stop(e->p, t)) { finish(e, a, "stop", 0, NULL); continue; }
+        if (a->counts) a->counts[t]++;
         size_t n;
         const char *b = smallkv_token_bytes(e->p, t, &n);
         pthread_mutex_lock(&j->mu);
@@ -346,11 +370,14 @@ serve_engine *serve_engine_start(smallkv_pair *p, const serve_config *cfg, serve
     m->kv_per_token = per_token;
     e->cache = serve_cache_new(cfg->cache_bytes, overhead);
     e->act = calloc((size_t)cfg->batch, sizeof *e->act);
+    e->vocab = smallkv_vocab(p);
+    e->scratch = malloc((size_t)e->vocab * sizeof *e->scratch);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    if (!e->cache || !e->act || pthread_create(&e->th, NULL, run, e)) {
+    if (!e->cache || !e->act || !e->scratch || pthread_create(&e->th, NULL, run, e)) {
         serve_cache_free(e->cache);
         free(e->act);
+        free(e->scratch);
         free(e);
         return NULL;
     }
@@ -372,6 +399,7 @@ void serve_engine_free(serve_engine *e) {
     serve_engine_stop(e);
     serve_cache_free(e->cache);
     free(e->act);
+    free(e->scratch);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

@@ -1,9 +1,10 @@
 /* http.c: the HTTP side of `smallkv serve` on libmicrohttpd (a thread per connection):
- * routes, the API key, body collection with a size limit, connection / header / time
- * limits, 429 when the engine's queue is full, non-streamed replies (the thread waits on
- * its job) and server-sent-event streams (a content reader that waits for new text); a
- * client that goes away cancels its sequence. serve_run loads the pair and runs until
- * SIGINT / SIGTERM. */
+ * routes, the API key, CORS (every answer allows any origin; OPTIONS preflights get 204),
+ * body collection with a size limit, connection / header / time limits, 429 when the
+ * engine's queue is full, non-streamed replies (the thread waits on its job) and
+ * server-sent-event streams (a content reader that waits for new text); a client that goes
+ * away cancels its sequence. Every error this file answers is an OpenAI error object.
+ * serve_run loads the pair and runs until SIGINT / SIGTERM. */
 #include "serve.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +29,10 @@ typedef struct {
     unsigned long next_id;
     pthread_mutex_t id_mu;
 } server;
+
+/* headers larger than this get our 431; libmicrohttpd's own (not JSON) answers only those
+ * beyond the connection's memory (MEM_LIMIT), which it needs to read them at all */
+enum { MAX_HEADERS = 32 * 1024, MEM_LIMIT = 128 * 1024 };
 
 typedef struct {
     char *body; size_t len, cap;
@@ -45,10 +51,18 @@ typedef struct {
 
 /* ---- replies ---- */
 
+/* browsers may call the API from any page; the key, not the origin, guards it */
+static void cors(struct MHD_Response *r) {
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    MHD_add_response_header(r, "Access-Control-Expose-Headers", "Retry-After");
+}
+
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type, char *body) {
     if (!body) { status = 500; body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}"); type = "application/json"; }
+    if (!body) return MHD_NO;
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(body); return MHD_NO; }
+    cors(r);
     MHD_add_response_header(r, "Content-Type", type);
     if (status == 429) MHD_add_response_header(r, "Retry-After", "1");
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
@@ -61,6 +75,28 @@ static enum MHD_Result reply_error(server *sv, struct MHD_Connection *c, unsigne
                                    const char *type, const char *code, enum serve_result res) {
     serve_metrics_count(&sv->m, res);
     return reply(c, status, "application/json", serve_error_json(msg, type, NULL, code));
+}
+
+/* a CORS preflight: the methods, and the request headers the page asked for (the openai
+ * JavaScript client sends several of its own), else the two the API needs */
+static enum MHD_Result preflight(struct MHD_Connection *c) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    cors(r);
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    if (!h || !*h || MHD_add_response_header(r, "Access-Control-Allow-Headers", h) != MHD_YES)
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+    enum MHD_Result rc = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result add_header_bytes(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;   /* ": " and CRLF */
+    return MHD_YES;
 }
 
 static int conn_fd(struct MHD_Connection *c) {
@@ -85,8 +121,9 @@ static void wait_a_bit(serve_job *j) {   /* j->mu held */
 
 /* ---- streams ---- */
 
-/* bytes of text that are safe to send: not a possible start of a stop string, not a cut
- * UTF-8 sequence (unless the job is done) */
+/* bytes of text that are safe to send: not a possible start of a stop string (unless the
+ * job is done). The text is well-formed UTF-8 (engine.c); held-back bytes must not split a
+ * character either, so the cut moves back to a character's start. */
 static size_t safe_len(const serve_job *j) {
     if (j->done) return j->len;
     size_t n = j->len, hold = 0;
@@ -94,14 +131,9 @@ static size_t safe_len(const serve_job *j) {
         size_t sl = strlen(j->prm.stop[i]);
         if (sl - 1 > hold) hold = sl - 1;
     }
+    if (hold == 0) return n;
     n = n > hold ? n - hold : 0;
-    size_t k = 0;   /* back off an incomplete UTF-8 tail */
-    while (k < 4 && k < n && ((unsigned char)j->text[n - 1 - k] & 0xC0) == 0x80) k++;
-    if (k < n) {
-        unsigned char lead = (unsigned char)j->text[n - 1 - k];
-        size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-        if (want > k + 1) n -= k + 1;
-    }
+    while (n > 0 && ((unsigned char)j->text[n] & 0xC0) == 0x80) n--;
     return n;
 }
 
@@ -171,11 +203,6 @@ static void stream_free(void *cls) {
 /* ---- completions ---- */
 
 static enum MHD_Result completion(server *sv, struct MHD_Connection *c, bool chat, conn_ctx *cc) {
-    if (cc->too_big) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "the body is larger than %zu bytes", sv->cfg->max_body);
-        return reply_error(sv, c, 413, msg, "invalid_request_error", "body_too_large", SR_CLIENT_ERROR);
-    }
     serve_params prm;
     char *err = NULL;
     int st = serve_parse(sv->cfg, sv->p, chat, cc->body ? cc->body : "", cc->len, &prm, &err);
@@ -203,6 +230,7 @@ static enum MHD_Result completion(server *sv, struct MHD_Connection *c, bool cha
         snprintf(s->id, sizeof s->id, "%s", id);
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
         if (!r) { stream_free(s); return MHD_NO; }
+        cors(r);
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         enum MHD_Result rc = MHD_queue_response(c, 200, r);
@@ -226,13 +254,31 @@ static enum MHD_Result completion(server *sv, struct MHD_Connection *c, bool cha
     return rc;
 }
 
+/* POST /tokenize, /detokenize */
+static enum MHD_Result tokens(server *sv, struct MHD_Connection *c, bool detok, conn_ctx *cc) {
+    int *ids = NULL, n = 0;
+    char *err = NULL;
+    const char *body = cc->body ? cc->body : "";
+    int st = detok ? serve_parse_detokenize(sv->p, body, cc->len, &ids, &n, &err)
+                   : serve_parse_tokenize(sv->p, body, cc->len, &ids, &n, &err);
+    if (st) {
+        serve_metrics_count(&sv->m, SR_CLIENT_ERROR);
+        return reply(c, (unsigned)st, "application/json", err);
+    }
+    char *out = detok ? serve_detokenized_json(sv->p, ids, n) : serve_tokens_json(ids, n);
+    free(ids);
+    return reply(c, 200, "application/json", out);
+}
+
 /* ---- routing ---- */
 
+/* "Authorization: Bearer KEY", the scheme in any case (RFC 9110), compared in constant time */
 static bool authorised(server *sv, struct MHD_Connection *c) {
     if (!sv->cfg->api_key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7)) return false;
-    const char *k = h + 7, *want = sv->cfg->api_key;
+    if (!h || strncasecmp(h, "Bearer", 6) || (h[6] != ' ' && h[6] != '\t')) return false;
+    const char *k = h + 6, *want = sv->cfg->api_key;
+    while (*k == ' ' || *k == '\t') k++;
     size_t lk = strlen(k), lw = strlen(want);
     unsigned diff = (unsigned)(lk ^ lw);
     for (size_t i = 0; i < lw; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < lk ? k[i] : 0);
@@ -244,9 +290,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     (void)version;
     server *sv = cls;
     conn_ctx *cc = *con_cls;
-    if (!cc) {
+    if (!cc) {   /* the headers are in: check their size before any body is read */
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
+        size_t hb = 0;
+        MHD_get_connection_values(c, MHD_HEADER_KIND, add_header_bytes, &hb);
+        if (hb > MAX_HEADERS) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "the request headers are larger than %d bytes", MAX_HEADERS);
+            return reply_error(sv, c, 431, msg, "invalid_request_error", "headers_too_large", SR_CLIENT_ERROR);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
@@ -271,18 +324,39 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    const char *model = !strncmp(url, "/v1/models/", 11) ? url + 11 : NULL;
+    const bool open = !strcmp(url, "/") || !strcmp(url, "/health");
+    const bool known = open || model || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") ||
+                       !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions") || !strcmp(url, "/props") ||
+                       !strcmp(url, "/tokenize") || !strcmp(url, "/detokenize");
+    if (!known) return reply_error(sv, c, 404, "no such endpoint", "invalid_request_error", "not_found", SR_CLIENT_ERROR);
+    if (!strcmp(method, "OPTIONS")) return preflight(c);   /* browsers send no key with it */
     if (get && !strcmp(url, "/")) return reply(c, 200, "text/html; charset=utf-8", strdup(serve_page_html));
     if (get && !strcmp(url, "/health")) return reply(c, 200, "application/json", strdup("{\"status\":\"ok\"}"));
-    const bool known = !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") || !strcmp(url, "/v1/chat/completions") ||
-                       !strcmp(url, "/v1/completions");
-    if (!known) return reply_error(sv, c, 404, "no such endpoint", "invalid_request_error", "not_found", SR_CLIENT_ERROR);
-    if (!authorised(sv, c))
+    if (!open && !authorised(sv, c))
         return reply_error(sv, c, 401, "missing or wrong API key (Authorization: Bearer KEY)", "invalid_request_error",
                            "invalid_api_key", SR_UNAUTHORIZED);
     if (get && !strcmp(url, "/v1/models")) return reply(c, 200, "application/json", serve_models_json(sv->cfg));
+    if (get && model) {
+        if (strcmp(model, sv->cfg->model_name)) {
+            serve_metrics_count(&sv->m, SR_CLIENT_ERROR);
+            char msg[320];
+            snprintf(msg, sizeof msg, "the model '%.100s' does not exist; this server has '%.100s'", model, sv->cfg->model_name);
+            return reply(c, 404, "application/json", serve_error_json(msg, "invalid_request_error", "model", "model_not_found"));
+        }
+        return reply(c, 200, "application/json", serve_model_json(sv->cfg));
+    }
+    if (get && !strcmp(url, "/props")) return reply(c, 200, "application/json", serve_props_json(sv->cfg, sv->p));
     if (get && !strcmp(url, "/metrics")) return reply(c, 200, "text/plain; version=0.0.4", serve_metrics_text(&sv->m));
+    if (post && cc->too_big) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the body is larger than %zu bytes", sv->cfg->max_body);
+        return reply_error(sv, c, 413, msg, "invalid_request_error", "body_too_large", SR_CLIENT_ERROR);
+    }
     if (post && !strcmp(url, "/v1/chat/completions")) return completion(sv, c, true, cc);
     if (post && !strcmp(url, "/v1/completions")) return completion(sv, c, false, cc);
+    if (post && !strcmp(url, "/tokenize")) return tokens(sv, c, false, cc);
+    if (post && !strcmp(url, "/detokenize")) return tokens(sv, c, true, cc);
     return reply_error(sv, c, 405, "method not allowed", "invalid_request_error", "method_not_allowed", SR_CLIENT_ERROR);
 }
 
@@ -339,7 +413,7 @@ int serve_run(const serve_config *cfg) {
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         handle, &sv, MHD_OPTION_EXTERNAL_LOGGER, log_err, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEM_LIMIT,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_conns, MHD_OPTION_NOTIFY_COMPLETED, completed, &sv,
         MHD_OPTION_END);
     if (!d) {

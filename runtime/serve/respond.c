@@ -1,6 +1,7 @@
 /* respond.c: the JSON bodies the server answers with (cJSON): a chat or text completion,
- * one server-sent-event chunk of a stream, the model list. Each carries a "smallkv"
- * object with the session's memory by tier and the prompt tokens reused. */
+ * one server-sent-event chunk of a stream (each completion body carries a "smallkv" object
+ * with the session's memory by tier and the prompt tokens reused), the model list and one
+ * model, the server's properties (GET /props), and /tokenize's and /detokenize's answers. */
 #include "serve.h"
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -96,16 +97,81 @@ char *serve_chunk_json(const serve_config *cfg, const serve_job *j, const char *
     return s;
 }
 
-char *serve_models_json(const serve_config *cfg) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON *d = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(d, m);
+static cJSON *model_obj(const serve_config *cfg) {
+    cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", cfg->model_name);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", 0);
     cJSON_AddStringToObject(m, "owned_by", "smallkv");
+    return m;
+}
+
+static char *print_free(cJSON *o) {
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
+}
+
+char *serve_models_json(const serve_config *cfg) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), model_obj(cfg));
+    return print_free(o);
+}
+
+char *serve_model_json(const serve_config *cfg) { return print_free(model_obj(cfg)); }
+
+/* llama-server's /props names where it has them (default_generation_settings.n_ctx,
+ * total_slots), so clients written for it find the context size */
+char *serve_props_json(const serve_config *cfg, const smallkv_pair *p) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", cfg->model_name);
+    cJSON_AddNumberToObject(o, "n_ctx", cfg->ctx);
+    cJSON_AddNumberToObject(o, "model_context_length", smallkv_context_length(p));
+    cJSON_AddNumberToObject(o, "vocab_size", smallkv_vocab(p));
+    cJSON_AddStringToObject(o, "policy", cfg->policy);
+    cJSON_AddNumberToObject(o, "budget", cfg->budget);
+    cJSON_AddBoolToObject(o, "slm", cfg->slm != NULL);
+    cJSON_AddBoolToObject(o, "profile", cfg->profile != NULL);
+    cJSON_AddNumberToObject(o, "total_slots", cfg->batch);
+    cJSON_AddNumberToObject(o, "queue", cfg->queue);
+    cJSON_AddNumberToObject(o, "cache_bytes", (double)cfg->cache_bytes);
+    cJSON *g = cJSON_AddObjectToObject(o, "default_generation_settings");
+    cJSON_AddNumberToObject(g, "n_ctx", cfg->ctx);
+    cJSON *pr = cJSON_AddObjectToObject(g, "params");
+    cJSON_AddNumberToObject(pr, "max_tokens", cfg->default_max_tokens);
+    cJSON_AddNumberToObject(pr, "temperature", 1);
+    cJSON_AddNumberToObject(pr, "top_p", 1);
+    cJSON_AddNumberToObject(pr, "top_k", 0);
+    cJSON_AddNumberToObject(pr, "min_p", 0);
+    return print_free(o);
+}
+
+char *serve_tokens_json(const int *ids, int n) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "tokens", n > 0 ? cJSON_CreateIntArray(ids, n) : cJSON_CreateArray());
+    return print_free(o);
+}
+
+/* the tokens' bytes as well-formed UTF-8: a cut or ill-formed sequence becomes U+FFFD */
+char *serve_detokenized_json(const smallkv_pair *p, const int *ids, int n) {
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        size_t k = 0;
+        smallkv_token_bytes(p, ids[i], &k);
+        len += k;
+    }
+    char *raw = malloc(len + 1), *fixed = malloc(3 * len + 1);
+    if (!raw || !fixed) { free(raw); free(fixed); return NULL; }
+    len = 0;
+    for (int i = 0; i < n; i++) {
+        size_t k = 0;
+        const char *b = smallkv_token_bytes(p, ids[i], &k);
+        if (b) memcpy(raw + len, b, k), len += k;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "content", text_n(fixed, serve_utf8_fix(raw, len, fixed, NULL)));
+    free(raw);
+    free(fixed);
+    return print_free(o);
 }

@@ -3,9 +3,11 @@
  * HTTP thread that answers it and the engine thread that decodes it), and each file's
  * entry points. Files:
  *   http.c      libmicrohttpd daemon: routing, limits, API key, body collection, replies
- *   request.c   JSON request parsing and validation (cJSON), OpenAI-style error objects
- *   respond.c   response bodies: completion objects, stream chunks, models, health
+ *   request.c   JSON request parsing and validation (cJSON), OpenAI-style error objects,
+ *               the UTF-8 checks and repair the engine and the replies share
+ *   respond.c   response bodies: completion objects, stream chunks, models, props, tokens
  *   engine.c    the worker thread: bounded queue, batched decoding, stop rules, cancel
+ *   sample.c    the sampler for requests that ask for more than a temperature
  *   cache.c     the session cache: conversations by token prefix, an LRU bounded by bytes
  *   metrics.c   counters and gauges, Prometheus text
  *   page.c      the static chat page served at GET /
@@ -46,6 +48,10 @@ typedef struct {
     int max_tokens;
     float temperature;
     unsigned long long seed;
+    float top_p, min_p;        /* 1, 0: off */
+    int top_k;                 /* 0: off */
+    float presence, frequency; /* penalties on the tokens generated so far */
+    int n_bias; int *bias_id; float *bias;   /* logit_bias */
     char *stop[SERVE_MAX_STOP]; int n_stop;
     bool stream, stream_usage;
     char policy[160];
@@ -58,7 +64,8 @@ typedef struct serve_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     /* written by the engine under mu */
-    char *text; size_t len, cap;   /* generated text (stop strings cut off) */
+    char *text; size_t len, cap;   /* generated text, well-formed UTF-8 (stop strings cut off) */
+    char pend[4]; size_t n_pend;   /* a character cut short by the last token (held back) */
     int n_out, reused;             /* tokens generated; prompt tokens reused from a session */
     bool started, done, cancelled;
     const char *finish;            /* "stop", "length" */
@@ -77,12 +84,38 @@ int serve_parse(const serve_config *cfg, smallkv_pair *p, bool chat, const char 
 void serve_params_free(serve_params *p);
 /* {"error":{"message":...,"type":...,"param":...,"code":...}} as heap JSON text */
 char *serve_error_json(const char *message, const char *type, const char *param, const char *code);
+/* POST /tokenize {"content", "add_special"} and POST /detokenize {"tokens"}: the ids (heap,
+ * *n of them) or the HTTP status with *err as in serve_parse. */
+int serve_parse_tokenize(smallkv_pair *p, const char *body, size_t len, int **ids, int *n, char **err);
+int serve_parse_detokenize(smallkv_pair *p, const char *body, size_t len, int **ids, int *n, char **err);
+/* Bytes of the well-formed UTF-8 character at s (1..4); 0 when s[0, n) is the start of one
+ * cut short; -1 when s does not start one (overlong forms and surrogates are ill-formed). */
+int serve_utf8_char(const char *s, size_t n);
+/* s[0, n) as well-formed UTF-8 into out (room for 3 n bytes): each ill-formed byte becomes
+ * U+FFFD; a character cut short at the end is left out and its length stored in *tail (with
+ * tail NULL it becomes U+FFFD too). Returns the bytes written. */
+size_t serve_utf8_fix(const char *s, size_t n, char *out, size_t *tail);
 
 /* ---- respond.c ---- */
 char *serve_completion_json(const serve_config *cfg, const serve_job *j, const char *id);
 char *serve_chunk_json(const serve_config *cfg, const serve_job *j, const char *id, const char *delta,
                        size_t n, bool first, const char *finish, bool usage);
 char *serve_models_json(const serve_config *cfg);
+char *serve_model_json(const serve_config *cfg);              /* GET /v1/models/{id} */
+char *serve_props_json(const serve_config *cfg, const smallkv_pair *p);
+char *serve_tokens_json(const int *ids, int n);               /* {"tokens": [...]} */
+char *serve_detokenized_json(const smallkv_pair *p, const int *ids, int n);   /* {"content"} */
+
+/* ---- sample.c ---- */
+/* true when the request asks for nothing beyond a temperature (smallkv_sample does it) */
+bool serve_sampling_plain(const serve_params *p);
+/* The next token from logits (vocab V): logit_bias, then the penalties (counts: how often
+ * each token was generated; NULL when no penalty is asked for), then greedy at temperature
+ * 0, else top-k, top-p, min-p on softmax(logits / temperature) and a draw with *rng.
+ * scratch: room for V entries, the caller's. */
+typedef struct { float w; int id; } serve_cand;
+int serve_sample(const float *logits, int V, const serve_params *p, const int *counts, serve_cand *scratch,
+                 unsigned long long *rng);
 
 /* ---- engine.c ---- */
 typedef struct serve_engine serve_engine;
