@@ -62,7 +62,7 @@ endif
 # tools: one main per file
 TOOL_SRC := runtime/cli/smallkv.c $(wildcard calibrate/calibrate.c) $(wildcard mapgen/mapgen.c) \
             $(wildcard bench/bench.c) $(wildcard bench/bench_pair.c) \
-            $(wildcard bench/bench_kernels.c) $(wildcard bench/bench_spec_batch.c)
+            $(wildcard bench/bench_kernels.c) $(wildcard bench/bench_spec_batch.c) $(wildcard bench/logits_hash.c)
 TOOLS    := $(foreach s,$(TOOL_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
 # MPI=1: also build calibrate-mpi (calibrate/calibrate.c with SKV_MPI, compiled and linked
 # with mpicc): MPI ranks run shards and reduce their fixed-point sums to rank 0.
@@ -86,7 +86,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: layers data data-test profiles bench-ab all test check run serve serve-load serve-check deps models models-test bench clean tools print-lib-src \
+.PHONY: logits-hash layers data data-test profiles bench-ab all test check run serve serve-load serve-check deps models models-test bench clean tools print-lib-src \
         install uninstall shared
 all: $(LIB) $(CALIB_LIB) $(EVAL_LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
@@ -131,6 +131,13 @@ $(BUILD)/bin/%: $(BUILD)/bench/%.o $(PROG_LIBS)
 $(BUILD)/bin/bench $(BUILD)/bin/bench_kernels: $(BUILD)/bench/read_probe.o
 # the shared-core check `make bench` prints beside it
 $(BUILD)/bin/bench: $(BUILD)/bench/cpu_probe.o
+
+# logits_hash: a public-API program (bench/logits_hash.c); `make logits-hash` prints every
+# policy's decode fingerprint on the test model, to compare two builds of a refactor
+$(BUILD)/bench/logits_hash.o: CFLAGS += -Iinclude
+logits-hash: $(BUILD)/bin/logits_hash
+	OMP_NUM_THREADS=2 $(BUILD)/bin/logits_hash models/SmolLM2-135M-Instruct.Q4_1.gguf \
+	  models/SmolLM2-135M-Instruct.Q4_1.gguf profiles/smollm2-135m-self.skvprof
 
 # examples/*.c: programs written against the public header include/smallkv.h only
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/bin/%,$(wildcard examples/*.c))

@@ -103,7 +103,7 @@ static char *multi_news(const char *path, size_t *len) {
 int skv_eval_need(const char *data_dir, const char *set) {
     static const struct { const char *set, *file, *fetch; } need[] = {
         {"wikitext2", "wikitext2/wiki.test.raw", "wikitext2"},
-        {"pg-essays", "pg-essays", "pg-essays"},
+        {"pg-essays", "pg-essays/addiction.txt", "pg-essays"},
         {"multi_news", "longbench/multi_news.jsonl", "longbench"},
         {"gsm8k", "gsm8k/test.jsonl", "gsm8k"},
         {"gsm8k", "gsm8k/train.jsonl", "gsm8k"},

@@ -165,6 +165,11 @@ for s in "${sets[@]}"; do
     unset used
 done
 
+# folders made for files that never came would look like a present set: remove them
+find "$DEST" -mindepth 1 -type d -empty -delete 2>/dev/null
+if [ "$dead_hosts" != " " ]; then
+    echo "fetch-data: not reachable from here:$dead_hosts" >&2
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "fetch-data: ${#missing[@]} file(s) could not be had from the network or a mirror:" >&2
     printf '  %s\n' "${missing[@]}" | head -n 10 >&2

@@ -421,7 +421,7 @@ static void test_passkey_phrasings(void **st) {
     char model[512];
     if (!test_model_path(model, sizeof model, TEST_SMOL)) TEST_SKIP_MISSING(model);
     size_t flen = 0;
-    if (!test_data_file("pg-essays")) TEST_SKIP_DATA("pg-essays");
+    if (!test_data_file("pg-essays/addiction.txt")) TEST_SKIP_DATA("pg-essays");
     char *filler = skv_eval_corpus(test_data_dir(), "pg-essays", &flen);
     assert_non_null(filler);
     skv_model *m = skv_model_load_gguf(model);
@@ -497,7 +497,7 @@ static void test_passkey_variants(void **st) {
         print_message("needs %s and %s: skipping\n", bin, model);
         skip();
     }
-    if (!test_data_file("pg-essays")) TEST_SKIP_DATA("pg-essays");
+    if (!test_data_file("pg-essays/addiction.txt")) TEST_SKIP_DATA("pg-essays");
     snprintf(out, sizeof out, "/tmp/skv_test_eval_passkey_%d.json", (int)getpid());
     unlink(out);
     const char *common = "--lengths 256 --depths 0,50 --policies full --threads 1";
