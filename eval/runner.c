@@ -43,20 +43,15 @@ int skv_eval_pol_parse(const char *spec, const char *defaults, skv_eval_pol *out
 
 /* session options of a cell (policy p at budget) */
 static int cell_opts(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx, skv_session_opts *o) {
-    skv_session_opts_default(o);
-    o->pol = p->spec;
-    o->budget = p->spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1.0 : budget;
+    if ((p->spec.desc->caps & SKV_POLICY_NEEDS_SLM) && !c->slm) return skv_error("%s: no SLM given (--slm)", p->label);
+    /* a cell with a mapping of its own (eval depth) runs to that mapping's deepest layer */
+    const int *map = p->map ? p->map : c->map;
+    if (skv_session_opts_for(o, &p->spec, p->spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1.0 : budget, c->slm, map,
+                             p->map ? 0 : c->map_depth))
+        return skv_error_prefix("%s", p->label);
     o->kv_f16 = c->kv_f16;
     o->max_ctx = max_ctx;
     if (c->T_max > 0) o->T_max = c->T_max;
-    if (p->spec.desc->caps & SKV_POLICY_NEEDS_SLM) {
-        if (!c->slm) return skv_error("%s: no SLM given (--slm)", p->label);
-        const int *map = p->map ? p->map : c->map;
-        if (skv_policy_spec_needs_map(&p->spec) && !map)
-            return skv_error("%s: no profile mapping (give --profile or use :online)", p->label);
-        o->slm = c->slm;
-        o->map = map;
-    }
     return 0;
 }
 

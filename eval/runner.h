@@ -38,6 +38,7 @@ static inline const char *skv_eval_pol_name(const skv_eval_pol *p) { return p->s
 typedef struct {
     const skv_model *llm, *slm;   /* slm may be NULL when no smallkv cell runs */
     const int *map;               /* profile map [L*H] or NULL (then smallkv needs :online) */
+    int map_depth;                /* the profile's SLM depth (0: none), as the public API uses it */
     bool kv_f16;
     int T_max;                    /* prefill block (default 256) */
     int batch;                    /* sessions per batched decode step; <= 1: one by one, and

@@ -38,6 +38,8 @@
 #include "eval/store.h"
 #include "runtime/format/profile.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "runtime/api/api.h"
+#include "tests/support/test_util.h"
 #include "common/util.h"
 #include "tests/support/test_env.h"
 #include "tests/support/tiny_model.h"
@@ -613,6 +615,53 @@ static void test_depth_task(void **st) {
     unlink(prof);
 }
 
+/* An eval cell and a public-API session of the same policy, budget and pair are the same
+ * session: the same logits, bit for bit, and the same SLM depth (its cache bytes), because
+ * both take their options from skv_session_opts_for with the profile's depth. */
+static void test_cells_match_api(void **st) {
+    (void)st;
+    char model[512];
+    if (!test_model_path(model, sizeof model, TEST_SMOL)) TEST_SKIP_MODEL(TEST_SMOL);
+    smallkv_pair *p = smallkv_pair_load(model, model);
+    assert_non_null(p);
+    assert_int_equal(smallkv_pair_load_profile(p, "profiles/smollm2-135m-self.skvprof"), 0);
+    skv_eval_ctx c = {.llm = p->llm, .slm = p->slm, .map = p->map, .map_depth = p->prof->depth, .kv_f16 = true,
+                      .T_max = 256};
+    int toks[96];
+    test_prompt(toks, 96, p->llm->cfg.vocab, 7);
+    const char *specs[] = {"full", "h2o", "quest", "smallkv", "smallkv:score=acc", "smallkv:slmb=0.5", "snapkv"};
+    for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+        smallkv_options o;
+        smallkv_options_default(&o);
+        o.policy = specs[k];
+        o.budget = 0.2;
+        o.max_ctx = 128;
+        smallkv_session *a = smallkv_session_new(p, &o);
+        if (!a) print_message("%s: %s\n", specs[k], smallkv_last_error());
+        assert_non_null(a);
+        skv_eval_pol pol;
+        assert_int_equal(skv_eval_pol_parse(specs[k], NULL, &pol), 0);
+        skv_session *e = skv_eval_session(&c, &pol, 0.2, 128);
+        assert_non_null(e);
+        assert_int_equal(smallkv_prefill(a, toks, 80), 0);
+        assert_int_equal(skv_session_prefill(e, toks, 80), 0);
+        for (int i = 80; i < 96; i++) {
+            assert_memory_equal(smallkv_logits(a), skv_session_logits(e), sizeof(float) * (size_t)p->llm->cfg.vocab);
+            assert_int_equal(smallkv_step(a, toks[i]), 0);
+            assert_int_equal(skv_session_step(e, toks[i]), 0);
+        }
+        assert_memory_equal(smallkv_logits(a), skv_session_logits(e), sizeof(float) * (size_t)p->llm->cfg.vocab);
+        skv_session_mem ma, me;
+        skv_session_mem_report(a->s, &ma);
+        skv_session_mem_report(e, &me);
+        assert_int_equal(ma.slm_cache, me.slm_cache);
+        assert_int_equal(ma.hot_used, me.hot_used);
+        skv_session_free(e);
+        smallkv_session_free(a);
+    }
+    smallkv_pair_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kl_math),
@@ -627,6 +676,7 @@ int main(void) {
         cmocka_unit_test(test_passkey_phrasings),
         cmocka_unit_test(test_passkey_variants),
         cmocka_unit_test(test_depth_task),
+        cmocka_unit_test(test_cells_match_api),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

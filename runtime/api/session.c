@@ -27,24 +27,14 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     const skv_backend *be = skv_backend_get(o.device ? o.device : "cpu");
     if (!be) return NULL;
     if (!be->available()) { skv_error_prefix("device %s", be->name); return NULL; }
+    skv_policy_spec pol;
+    if (skv_policy_spec_parse(o.policy ? o.policy : "full", &pol)) return NULL;
     skv_session_opts so;
-    skv_session_opts_default(&so);
-    if (skv_policy_spec_parse(o.policy ? o.policy : "full", &so.pol)) return NULL;
+    if (skv_session_opts_for(&so, &pol, o.budget, p->slm, p->map, p->prof ? p->prof->depth : 0)) return NULL;
     const skv_policy_desc *d = so.pol.desc;
-    so.budget = o.budget;
     so.kv_f16 = !o.kv_f32;
     const int cm = p->llm->cfg.ctx_max > 0 ? p->llm->cfg.ctx_max : 4096;
     so.max_ctx = o.max_ctx > 0 ? o.max_ctx : (cm < 4096 ? cm : 4096);
-    if (d->caps & SKV_POLICY_NEEDS_SLM) {
-        if (!p->slm) { skv_error("policy %s needs an SLM", d->name); return NULL; }
-        if (skv_policy_spec_needs_map(&so.pol) && !p->map) {
-            skv_error("policy %s needs a profile (or mapping online)", d->name);
-            return NULL;
-        }
-        so.slm = p->slm;
-        so.map = p->map;
-        so.map_depth = p->prof ? p->prof->depth : 0;
-    }
     if (be != skv_backend_get("cpu") && !(d->caps & SKV_POLICY_GPU)) {
         skv_error("policy %s does not run on device %s", d->name, be->name);
         return NULL;

@@ -820,6 +820,7 @@ int cmd_eval(int argc, char **argv) {
     c.ctx.llm = c.llm;
     c.ctx.slm = c.slm;
     c.ctx.map = c.prof ? c.prof->map : NULL;
+    c.ctx.map_depth = c.prof ? c.prof->depth : 0;
     c.ctx.kv_f16 = !strcmp(c.kv, "f16");
     c.ctx.T_max = 256;
     c.ctx.batch = c.batch;

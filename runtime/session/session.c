@@ -28,6 +28,21 @@ void skv_session_opts_default(skv_session_opts *o) {
     o->obs_rows = 32;
 }
 
+int skv_session_opts_for(skv_session_opts *o, const skv_policy_spec *pol, double budget, const skv_model *slm,
+                         const int *map, int map_depth) {
+    skv_session_opts_default(o);
+    o->pol = *pol;
+    o->budget = budget;
+    const skv_policy_desc *d = pol->desc;
+    if (!(d->caps & SKV_POLICY_NEEDS_SLM)) return 0;
+    if (!slm) return skv_error("policy %s needs an SLM", d->name);
+    if (skv_policy_spec_needs_map(pol) && !map) return skv_error("policy %s needs a profile (or mapping online)", d->name);
+    o->slm = slm;
+    o->map = map;
+    o->map_depth = map_depth;
+    return 0;
+}
+
 double skv_session_budget(const skv_session *s, int n) {
     if (skv_policy_has(s->pol, SKV_POLICY_KEEPS_ALL)) return n;
     double b = s->o.budget_abs ? s->o.budget : s->o.budget * n;

@@ -52,6 +52,13 @@ typedef struct {
 } skv_session_opts;
 
 void skv_session_opts_default(skv_session_opts *o);
+/* The one place that turns a policy and a model pair into session options (the public API
+ * and the evaluation harness both build their sessions here): defaults, then pol at budget
+ * for llm; a policy that needs the SLM gets slm, map and the profile's depth map_depth (0:
+ * unknown), and is refused without an SLM, or without a mapping when its options need one.
+ * The caller sets the rest (cache type, lengths). -1 + error. */
+int skv_session_opts_for(skv_session_opts *o, const skv_policy_spec *pol, double budget, const skv_model *slm,
+                         const int *map, int map_depth);
 
 typedef struct {
     size_t hot_used, hot_cap;    /* LLM hot tier, bytes, including hot_meta */
