@@ -4,7 +4,7 @@
 #define SKV_READ_PROBE_H
 
 /* Bytes per second: every OpenMP thread sums its static share of a 1 GiB huge-page buffer
- * (runtime/model/hugemem.h, like the weights and KV caches the decode reads, so both pay the same
+ * (common/hugemem.h, like the weights and KV caches the decode reads, so both pay the same
  * address translation) with four 256-bit loads an iteration; the best of `passes` passes,
  * which alternate between plain loads and loads with a software prefetch 4 KiB ahead (as
  * the decode GEMV kernels prefetch: on an Intel Xeon VM the prefetching pass reads 5-20 %

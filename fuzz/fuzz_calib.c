@@ -1,5 +1,5 @@
 /* fuzz_calib.c: libFuzzer target for calibration files (calibrate/calib.c over
- * profiles/secfile.c): skv_calib_read, then what mapgen does with a file that loads:
+ * runtime/format/secfile.c): skv_calib_read, then what mapgen does with a file that loads:
  * summary, means per metric, building a profile from the sums.
  * Input encoding: see fuzz_secfile.h (byte 0 selects raw-with-repaired-checksums or built). */
 #include "fuzz_secfile.h"

@@ -1,4 +1,4 @@
-/* fuzz_gguf.c: libFuzzer target for the GGUF reader (runtime/model/gguf.c) and everything that
+/* fuzz_gguf.c: libFuzzer target for the GGUF reader (runtime/format/gguf.c) and everything that
  * reads GGUF metadata: the typed getters, the tokenizer loader (tokenizer.ggml.*) and the
  * model loader (runtime/model/model.c: hyper-parameters and tensor binding).
  *

@@ -1,5 +1,5 @@
-/* fuzz_profile.c: libFuzzer target for profile files (profiles/profile.c over
- * profiles/secfile.c): skv_profile_load, then the read-side uses of a profile that loads:
+/* fuzz_profile.c: libFuzzer target for profile files (runtime/format/profile.c over
+ * runtime/format/secfile.c): skv_profile_load, then the read-side uses of a profile that loads:
  * printing, matched means, similarity lookup and the model check against its own
  * fingerprints. Input encoding: see fuzz_secfile.h. */
 #include "fuzz_secfile.h"

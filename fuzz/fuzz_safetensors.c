@@ -1,4 +1,4 @@
-/* fuzz_safetensors.c: libFuzzer target for the safetensors reader (runtime/model/safetensors.c).
+/* fuzz_safetensors.c: libFuzzer target for the safetensors reader (runtime/format/safetensors.c).
  *
  * Input: a whole .safetensors file (u64 header length, JSON header, data). It is written to
  * a scratch file and opened; for a file that opens, every tensor is looked up by name and

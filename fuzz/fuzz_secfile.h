@@ -1,4 +1,4 @@
-/* fuzz_secfile.h: turning fuzz input into a section-container file (profiles/secfile.h) for
+/* fuzz_secfile.h: turning fuzz input into a section-container file (runtime/format/secfile.h) for
  * the calibration and profile targets. Every byte of a real file is covered by a checksum,
  * so raw mutations would almost never get past the checksums; two modes get deeper:
  *

@@ -121,7 +121,7 @@ int skv_cuda_add_bias(float *y, const float *b, int T, int n);
 /* x (n) += y (n) */
 int skv_cuda_add(float *x, const float *y, size_t n);
 /* src (T, Hkv, d) fp32 -> one layer's cache (Hkv, S_cap, d) at rows pos0 .. pos0+T-1, stored as
- * fp16 (f16 != 0, round to nearest even) or fp32: runtime/backend/forward.c's cache_write. */
+ * fp16 (f16 != 0, round to nearest even) or fp32: runtime/engine/forward.c's cache_write. */
 int skv_cuda_kv_write(void *cache, const float *src, int T, int Hkv, int d, int S_cap, int pos0, int f16);
 /* Free and total device memory in bytes (cudaMemGetInfo). -1 + error without a device. */
 int skv_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);

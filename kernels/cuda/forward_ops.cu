@@ -1,5 +1,5 @@
 /* forward_ops.cu: the glue kernels the device forward pass needs beyond the CPU kernel
- * mirrors (mirror of the static helpers in runtime/backend/forward.c): bias add, residual add,
+ * mirrors (mirror of the static helpers in runtime/engine/forward.c): bias add, residual add,
  * the KV cache write (fp32 -> fp16 or fp32, into the (Hkv, S_cap, d) layout), and the
  * device memory query used to report what does not fit. Driven by runtime/backend/forward_cuda.c. */
 #include "common.cuh"

@@ -1,5 +1,5 @@
 /* forward_cuda.c: the Llama/Qwen2 decoder forward pass on the GPU, host C driving the
- * launchers of kernels/cuda/backend.h. Step for step the same as runtime/backend/forward.c:
+ * launchers of kernels/cuda/backend.h. Step for step the same as runtime/engine/forward.c:
  *
  *   tokens (T) -> x (T, C)      embedding rows dequantised on the host, uploaded
  *   per layer l:

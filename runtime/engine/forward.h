@@ -18,7 +18,7 @@ typedef struct {
     bool kv_f16;
     int n_past;            /* tokens already in the cache */
     void **k, **v;         /* [L] -> (Hkv, S_cap, d), in kv_arena (NULL without a cache) */
-    void *kv_arena;        /* every layer's K then V, one huge-page block (runtime/model/hugemem.h) */
+    void *kv_arena;        /* every layer's K then V, one huge-page block (common/hugemem.h) */
     size_t kv_arena_bytes;
     /* activations (T_max rows) */
     float *x, *xb, *q, *kx, *vx, *att, *hb, *hb2, *logits;

@@ -63,7 +63,7 @@ typedef struct {
  * cache). NULL with skv_last_error() on failure. */
 gguf_file *gguf_open(const char *path);
 /* The same with the whole file read into anonymous memory backed by huge pages
- * (runtime/model/hugemem.h): what the model loader uses for weights a decode step sweeps. */
+ * (common/hugemem.h): what the model loader uses for weights a decode step sweeps. */
 gguf_file *gguf_open_resident(const char *path);
 /* The same from bytes in memory (copied into a 64-byte-aligned heap buffer, so tensor data
  * is aligned to min(general.alignment, 64)); `name` stands for the path in messages

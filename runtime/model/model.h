@@ -61,7 +61,7 @@ typedef struct skv_model {
 skv_model *skv_model_load(const char *path);
 /* skv_model_load with flags: SKV_LOAD_NO_PACK skips the decode copies (skv_model_pack), for
  * tools that only read shapes or metadata; SKV_LOAD_MAPPED memory-maps a GGUF file (pages
- * read on first touch) instead of reading it into huge-page memory (runtime/model/hugemem.h),
+ * read on first touch) instead of reading it into huge-page memory (common/hugemem.h),
  * as the environment's SKV_MMAP=1 does for every load: the decode sweeps the weights
  * faster from huge pages, a mapping costs nothing for the pages never read. */
 enum { SKV_LOAD_NO_PACK = 1, SKV_LOAD_MAPPED = 2 };

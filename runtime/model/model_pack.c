@@ -133,7 +133,7 @@ void skv_weight_stored_rows(const skv_weight *w, int64_t r0, int64_t n, void *ds
 
 /* First the 8-row groups (in place), then the pair-packed copies of the nibble matrices left
  * in the stored layout, in one arena (m->pack_arena, m->pack_bytes) of huge-page memory
- * (runtime/model/hugemem.h), in the order of mat_at. */
+ * (common/hugemem.h), in the order of mat_at. */
 int skv_model_pack(skv_model *m) {
     make_x8(m);
     if (m->pack_arena) return 0;

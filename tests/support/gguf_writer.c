@@ -1,5 +1,5 @@
 /* gguf_writer.c: serialise metadata and tensors into a GGUF v3 byte image (tests only).
- * Layout mirrors runtime/model/gguf.c's description: header, kv section, tensor infos,
+ * Layout mirrors runtime/format/gguf.c's description: header, kv section, tensor infos,
  * padding to the alignment, data section with each tensor aligned. */
 #include "gguf_writer.h"
 #include "common/util.h"
