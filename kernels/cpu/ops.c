@@ -83,3 +83,9 @@ void skv_softmax(float *x, int n) {
     float inv = (float)(1.0 / sum);
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
+
+int skv_argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
+    return b;
+}

@@ -17,5 +17,7 @@ void skv_rope_apply(float *x, int n_heads, int head_dim, const float *cs, const 
 void skv_swiglu(float *out, const float *gate, const float *up, int n);
 /* In-place softmax over n values. */
 void skv_softmax(float *x, int n);
+/* index of the largest of x[0..n) (the first on ties) */
+int skv_argmax(const float *x, int n);
 
 #endif

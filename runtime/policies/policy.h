@@ -76,6 +76,27 @@ enum {
     SKV_POLICY_MARGINAL = 32,   /* keeps some tokens as V only, with compensated weights */
 };
 
+/* A compressed sequence over another model that a policy runs beside the LLM (SmallKV's SLM
+ * with an H2O-compressed cache). The session layer implements it (runtime/session/subseq.c)
+ * and hands it over in skv_policy_env, since policies sit below sessions. A sub-sequence
+ * exports its attention into the caller's rows ([n_layers] -> (H, stride)): colsum
+ * accumulated over every query, lastrow this step's row. */
+typedef struct skv_subseq skv_subseq;
+typedef struct {
+    /* m's first n_layers, its cache H2O-compressed (sinks, reduce: an skv_reduce) to budget
+     * (a fraction; 1 keeps everything). NULL + error. */
+    skv_subseq *(*open)(const skv_model *m, double budget, int sinks, int reduce, int n_layers, int max_ctx, int T_max,
+                        bool kv_f16, float **colsum, float **lastrow, int stride);
+    /* T tokens: a prefill, or one decode token (T = 1). -1 + error. */
+    int (*run)(skv_subseq *q, const int *tokens, int T, bool prefill);
+    /* one decode token for each of n sub-sequences of one model, together. -1 + error. */
+    int (*step_batch)(skv_subseq **qs, const int *tokens, int n);
+    /* a copy that continues identically, exporting into its own rows. NULL + error. */
+    skv_subseq *(*fork)(const skv_subseq *q, float **colsum, float **lastrow, int stride);
+    size_t (*cache_bytes)(const skv_subseq *q);   /* its K/V in use (hot and cold) */
+    void (*free)(skv_subseq *q);
+} skv_subseq_ops;
+
 /* What a policy may use besides its options: the models and the head mapping. */
 typedef struct {
     const skv_model *llm;
@@ -86,6 +107,7 @@ typedef struct {
     bool kv_f16;
     bool prefill_base;             /* a prefill base (session.h): only prepare the state that
                                       derived sessions copy (before_forward), never select */
+    const skv_subseq_ops *subseq;  /* sequences of its own (runtime/session/subseq.c), or NULL */
 } skv_policy_env;
 
 typedef struct skv_policy skv_policy;

@@ -481,7 +481,7 @@ static int sk_init(skv_policy *p, const skv_policy_env *env) {
     /* a prefill base keeps the plain SLM state that derived sessions copy */
     const double compress = env->prefill_base ? 0 : o->slm_budget;
     if (!(s->g = skv_slm_guide_new(sm, depth, env->max_ctx, env->T_max, env->kv_f16, compress,
-                                   o->slm_session && !env->prefill_base, o->sinks, o->reduce)))
+                                   o->slm_session && !env->prefill_base, o->sinks, o->reduce, env->subseq)))
         return -1;
     skv_slm_view v = guide_view(s->g);
     v.map = online || env->prefill_base ? NULL : env->map;

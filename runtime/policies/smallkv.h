@@ -11,8 +11,6 @@
 #define SKV_POLICY_SMALLKV_H
 #include "policy.h"
 
-struct skv_session;
-
 extern const skv_policy_desc skv_policy_smallkv;
 
 /* SmallKV token score from the mapped SLM head (method.md section 5 names ACC; NOW is the
@@ -54,7 +52,8 @@ typedef struct skv_slm_guide {
     int depth;                 /* SLM layers run */
     int max_ctx;               /* row stride of colsum / lastrow */
     skv_state *st;             /* plain: the SLM with its own contiguous cache, or NULL */
-    struct skv_session *sess;  /* compressed: the SLM as an H2O session exporting its attention */
+    skv_subseq *sess;          /* compressed: the SLM as an H2O sub-sequence exporting its attention */
+    const skv_subseq_ops *sub; /* the session layer's sub-sequences (policy.h) */
     float **colsum, **lastrow; /* [depth] -> (h, max_ctx): accumulated column sums, this step's row */
     double seconds;            /* wall time in the SLM so far */
     skv_batch *bws;            /* batched steps' workspace, kept by a batch's first guide */
@@ -71,9 +70,10 @@ typedef struct skv_slm_guide {
 } skv_slm_guide;
 
 /* A guide for slm at depth layers. compress in (0, 1): the SLM's cache H2O-compressed to
- * that fraction (sinks, reduce for its H2O); as_session: a session even uncompressed. */
+ * that fraction (sinks, reduce for its H2O), run as a sub-sequence of sub; as_session: a
+ * sub-sequence even uncompressed. */
 skv_slm_guide *skv_slm_guide_new(const skv_model *slm, int depth, int max_ctx, int T_max, bool kv_f16,
-                                 double compress, bool as_session, int sinks, int reduce);
+                                 double compress, bool as_session, int sinks, int reduce, const skv_subseq_ops *sub);
 void skv_slm_guide_free(skv_slm_guide *g);
 /* Run T tokens (a prefill, or one decode token) and update the rows; timed. -1 + error. */
 int skv_slm_guide_run(skv_slm_guide *g, const int *tokens, int T, bool prefill);

@@ -3,12 +3,6 @@
 #include "sampling.h"
 #include <math.h>
 
-int skv_argmax(const float *x, int V) {
-    int b = 0;
-    for (int i = 1; i < V; i++) if (x[i] > x[b]) b = i;
-    return b;
-}
-
 double skv_uniform(unsigned long long *rng) {
     unsigned long long r = *rng ? *rng : 0x9E3779B97F4A7C15ULL;
     r ^= r >> 12; r ^= r << 25; r ^= r >> 27;

@@ -2,9 +2,7 @@
  * decoding's accept / resample step and the evaluation (first maximum for top-1 agreement). */
 #ifndef SKV_SAMPLING_H
 #define SKV_SAMPLING_H
-
-/* Index of the first maximum of x (V > 0). */
-int skv_argmax(const float *x, int V);
+#include "kernels/cpu/ops.h"   /* skv_argmax: the index of the first maximum */
 
 /* Greedy (skv_argmax) when temperature <= 0 or rng is NULL; else one draw from
  * softmax(x / temperature) by inverse CDF, the uniform from a xorshift64* step of *rng

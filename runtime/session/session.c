@@ -130,7 +130,7 @@ skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o) {
     if (s->o.obs_rows < 1) s->o.obs_rows = 32;
     const skv_policy_env env = {.llm = m, .slm = o->slm, .map = o->map, .map_depth = o->map_depth,
                                 .max_ctx = o->max_ctx, .T_max = s->o.T_max, .kv_f16 = o->kv_f16,
-                                .prefill_base = o->prefill_base};
+                                .prefill_base = o->prefill_base, .subseq = &skv_session_subseq_ops};
     s->pol = skv_policy_new(&o->pol, &env, c->n_layer, c->n_head, c->n_kv_head);
     if (!s->pol) goto fail;
     s->L_act = o->n_layers > 0 && o->n_layers < c->n_layer ? o->n_layers : c->n_layer;

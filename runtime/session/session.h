@@ -52,6 +52,9 @@ typedef struct {
 } skv_session_opts;
 
 void skv_session_opts_default(skv_session_opts *o);
+/* sessions as the sub-sequences policies run (policy.h; subseq.c): every session passes
+ * this table to its policy */
+extern const skv_subseq_ops skv_session_subseq_ops;
 /* The one place that turns a policy and a model pair into session options (the public API
  * and the evaluation harness both build their sessions here): defaults, then pol at budget
  * for llm; a policy that needs the SLM gets slm, map and the profile's depth map_depth (0:
