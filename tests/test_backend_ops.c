@@ -310,8 +310,8 @@ static int op_attention(const op_row *r, int be) {
 static int op_compensate(const op_row *r, int be) {
     const int g = r->cp.g, d = r->cp.d, n = r->cp.n_hot, nm = r->cp.n_marg, f16 = r->cp.f16;
 #ifdef SKV_CUDA
-    if (be == BE_CUDA && r->cp.mult) {   /* not supported: the launcher ignores a->mult */
-        print_message("skipped: skv_cuda_compensate has no multiplicities (session_cuda.c refuses merging policies)\n");
+    if (be == BE_CUDA && r->cp.mult) {   /* not supported: the launcher refuses a->mult */
+        print_message("skipped: skv_cuda_compensate refuses multiplicities (EMS merging runs on the CPU only)\n");
         skip();
     }
 #endif

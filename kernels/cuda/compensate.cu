@@ -142,6 +142,8 @@ extern "C" int skv_cuda_compensate(float *out, const float *q, const skv_comp_ar
     if (a->g <= 0) return 0;
     if (a->d <= 0 || a->d > CMP_DMAX) return skv_error("CUDA compensate: head_dim %d not in 1..%d", a->d, CMP_DMAX);
     if (a->n_hot < 0 || a->n_marg < 0) return skv_error("CUDA compensate: negative slot count");
+    /* the kernel has no log(mult) term: refuse rather than weight merged slots as one token */
+    if (a->mult) return skv_error("CUDA compensate: slot multiplicities (EMS merging) are not supported on the GPU");
     const float scale = 1.0f / sqrtf((float)a->d);
     float *ml = (float *)skv_cuda_workspace((size_t)a->g * 2 * sizeof(float));
     if (!ml) return skv_error_prefix("CUDA compensate (g=%d)", a->g);
