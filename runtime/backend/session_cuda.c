@@ -5,13 +5,14 @@
  *   1. k, v (Hkv, d) of the new token -> host (a synchronous copy: waits for the layer's
  *      q/k/v, and with it for everything queued before, including the previous layer's
  *      attention and the row uploads it waited on);
- *   2. host: fresh rows, cold write, skv_session_select (the CPU's selection, unchanged);
+ *   2. host: skv_session_step_prepare, the CPU's own decode step up to the attention (fresh
+ *      rows, cold write, selection, each lane's arguments and marginal weights);
  *   3. host: marginal weights (pm, w) of every lane -> one upload;
  *   4. host: skv_kvmirror_sync -> row copies staged in pinned buffers -> copy stream:
  *      upload + scatter into the device arenas, event; the default stream waits on it;
  *   5. device: per lane skv_cuda_compensate over the lane's slots of the mirror (+ slot
- *      accumulators for policies that keep scores: downloaded, then the policy's on_step
- *      on the host, 6).
+ *      accumulators for policies that keep scores: downloaded into the lanes' host buffers,
+ *      then skv_session_step_finish, the CPU's own step update, 6).
  * Pinned buffers are rewritten only after skv_cuda_copyq_wait_host; device arrays are
  * freed (relayout) only after it too. The device mirror holds K, V and V-only rows at the
  * host arena's slot indices; multiplicities are not mirrored (always 1 without EMS). */
@@ -203,78 +204,87 @@ static int dev_attn(void *ctx, int layer, const float *q, const float *k, const 
     skv_kvcache *kv = s->kv;
     const int Hkv = g->Hkv, d = g->d, G = g->g;
     if (T != 1) return skv_error("CUDA session: decode block of %d tokens (1 expected)", T);
-    /* 1. the new K / V row to the host (waits for this layer's projections) */
+    /* 1. the new K / V row (and the query, for a policy that reads it) to the host: waits for
+     *    this layer's projections */
     const size_t kvb = (size_t)Hkv * d * sizeof(float);
     if (skv_cuda_download(g->hk, k, kvb) != 0 || skv_cuda_download(g->hv, v, kvb) != 0) return -1;
-    /* 2. the CPU's bookkeeping and selection */
-    skv_kvcache_set_fresh(kv, layer, pos0, 1, g->hk, g->hv);
-    if (s->pol->uses_cold && skv_kvcache_cold_write(kv, layer, pos0, 1, g->hk, g->hv)) return -1;
     if (g->hq && skv_cuda_download(g->hq, q, (size_t)Hkv * G * d * sizeof(float)) != 0) return -1;
-    if (skv_session_select(s, layer, pos0 + 1, g->hq)) return -1;
-    /* 3. marginal weights and accumulator offsets of every lane (uploaded before the rows
-     *    are queued: a pageable upload queued after the default stream's wait for the copy
-     *    stream would hold the host until the rows are in) */
+    /* 2. the decode step's host part, the CPU's own (session.h): fresh and cold rows, the
+     *    selection, each lane's arguments with the policy's marginal weights */
+    if (skv_session_step_prepare(s, layer, g->hq, g->hk, g->hv, pos0)) return -1;
+    /* 3. the lanes' marginal weights in one upload (before the rows are queued: a pageable
+     *    upload queued after the default stream's wait for the copy stream would hold the
+     *    host until the rows are in) */
     size_t npm = 0, nacc = 0;
     for (int j = 0; j < Hkv; j++) {
-        const int ln = skv_lane(kv, layer, j), nh = kv->n_kv[ln], nm = kv->n_v[ln];
+        const skv_comp_args *a = &s->lane_args[j];
         g->off_pmw[j] = npm;
         g->off_acc[j] = nacc;
-        if (s->pol->marginal && nm > 0) npm += (size_t)G * nm + G;
-        nacc += (size_t)nh;
+        if (a->pm) npm += (size_t)G * a->n_marg + G;
+        nacc += (size_t)a->n_hot;
     }
     if (npm) {
         if (grow_host((void **)&g->pmw_h, &g->cap_pmw_h, npm, sizeof(float), "marginal weights") ||
             grow_dev(&g->pmw_d, &g->cap_pmw_d, npm, "marginal weights"))
-            return -1;
+            goto fail;
         for (int j = 0; j < Hkv; j++) {
-            const int ln = skv_lane(kv, layer, j), nh = kv->n_kv[ln], nm = kv->n_v[ln];
-            if (!(s->pol->marginal && nm > 0)) continue;
-            float *pm = g->pmw_h + g->off_pmw[j], *w = pm + (size_t)G * nm;   /* (G, nm), then (G) */
-            s->pol->marginal(s->pol, layer, j, skv_kvcache_hot_pos_kv(kv, layer, j), nh,
-                             skv_kvcache_hot_pos_v(kv, layer, j), nm, pm, w);
+            const skv_comp_args *a = &s->lane_args[j];
+            if (!a->pm) continue;
+            float *pm = g->pmw_h + g->off_pmw[j];   /* (G, n_marg), then w (G) */
+            memcpy(pm, a->pm, (size_t)G * a->n_marg * sizeof(float));
+            memcpy(pm + (size_t)G * a->n_marg, a->w, (size_t)G * sizeof(float));
         }
-        if (skv_cuda_upload(g->pmw_d, g->pmw_h, npm * sizeof(float)) != 0) return -1;
+        if (skv_cuda_upload(g->pmw_d, g->pmw_h, npm * sizeof(float)) != 0) goto fail;
     }
     const bool acc = s->pol->wants_step && s->pol->on_step && nacc > 0;
     if (acc) {
         if (grow_host((void **)&g->acc_h, &g->cap_acc_h, nacc, sizeof(float), "slot scores") ||
             grow_dev(&g->acc_d, &g->cap_acc_d, nacc, "slot scores") ||
             skv_cuda_memset(g->acc_d, 0, nacc * sizeof(float)) != 0)
-            return -1;
+            goto fail;
     }
     /* 4. the hot tier's changes to the device (copy stream; the default stream waits) */
-    if (mirror_sync(g)) return -1;
-    /* 5. compensated attention per lane on the device */
+    if (mirror_sync(g)) goto fail;
+    /* 5. attend: each lane's compensated attention over the device's copy of its slots */
     for (int j = 0; j < Hkv; j++) {
-        const int ln = skv_lane(kv, layer, j), nh = kv->n_kv[ln], nm = kv->n_v[ln];
-        if ((size_t)kv->off_kv[ln] + nh > g->kv_slots[layer] || (size_t)kv->off_v[ln] + nm > g->v_slots[layer])
-            return skv_error("CUDA session: lane %d/%d (%d+%d slots) is outside the device arena (%zu+%zu slots)", layer,
-                             j, nh, nm, g->kv_slots[layer], g->v_slots[layer]);
+        const skv_comp_args *h = &s->lane_args[j];
+        const int ln = skv_lane(kv, layer, j), nh = h->n_hot, nm = h->n_marg;
+        if ((size_t)kv->off_kv[ln] + nh > g->kv_slots[layer] || (size_t)kv->off_v[ln] + nm > g->v_slots[layer]) {
+            skv_error("CUDA session: lane %d/%d (%d+%d slots) is outside the device arena (%zu+%zu slots)", layer, j, nh,
+                      nm, g->kv_slots[layer], g->v_slots[layer]);
+            goto fail;
+        }
         skv_comp_args a = {
             .g = G, .d = d, .n_hot = nh, .n_marg = nm, .f16 = kv->f16,
             .k = nh ? (const char *)g->dk[layer] + (size_t)kv->off_kv[ln] * g->row : NULL,
             .v = nh ? (const char *)g->dv[layer] + (size_t)kv->off_kv[ln] * g->row : NULL,
             .vm = nm ? (const char *)g->dm[layer] + (size_t)kv->off_v[ln] * g->row : NULL,
-            .combine = s->pol->combine,
+            .combine = h->combine,
         };
-        if (s->pol->marginal && nm > 0) {
+        if (h->pm) {
             a.pm = g->pmw_d + g->off_pmw[j];
             a.w = a.pm + (size_t)G * nm;
         }
         if (acc) a.slot_acc = g->acc_d + g->off_acc[j];
-        if (skv_cuda_compensate(out + (size_t)j * G * d, q + (size_t)j * G * d, &a) != 0)
-            return skv_error_prefix("CUDA session: layer %d, lane %d", layer, j);
-    }
-    /* 6. the policy's score update with this step's probabilities (host) */
-    if (acc) {
-        if (skv_cuda_download(g->acc_h, g->acc_d, nacc * sizeof(float)) != 0) return -1;
-        for (int j = 0; j < Hkv; j++) {
-            const int ln = skv_lane(kv, layer, j);
-            s->pol->on_step(s->pol, layer, j, skv_kvcache_hot_pos_kv(kv, layer, j), g->acc_h + g->off_acc[j], NULL,
-                            kv->n_kv[ln]);
+        if (skv_cuda_compensate(out + (size_t)j * G * d, q + (size_t)j * G * d, &a) != 0) {
+            skv_error_prefix("CUDA session: layer %d, lane %d", layer, j);
+            goto fail;
         }
     }
+    /* 6. the slot scores back into the lanes' host buffers, then the shared finish */
+    if (acc) {
+        if (skv_cuda_download(g->acc_h, g->acc_d, nacc * sizeof(float)) != 0) goto fail;
+        for (int j = 0; j < Hkv; j++)
+            memcpy(s->lane_args[j].slot_acc, g->acc_h + g->off_acc[j], (size_t)s->lane_args[j].n_hot * sizeof(float));
+    }
+    skv_session_step_finish(s, layer, pos0 + 1);
     return 0;
+fail:   /* no step update after a failed step: only the lanes' buffers go */
+    for (int j = 0; j < Hkv; j++) {
+        free(s->lane_head_p[j]);
+        s->lane_head_p[j] = NULL;
+    }
+    return -1;
 }
 
 /* ------------------------------------------------------------------ test support */

@@ -5,13 +5,15 @@
  * which position, evictions, restores) and the cold tier (host memory). The prefill runs
  * on the CPU (skv_session_prefill, unchanged). Attaching the session to the GPU then
  *   - runs the LLM's decode on the device (forward_cuda.h, a state without a KV cache) with
- *     a device attention hook: per layer it downloads the new K/V row (Hkv, d), stores it
- *     and selects on the host (skv_session_select: cold write, policy, evict / restore /
- *     append on the host hot tier), replays the hot tier's slot-write log (kvmirror.h)
+ *     a device attention hook: per layer it downloads the new K/V row (Hkv, d) and runs
+ *     the CPU's decode step up to the attention on the host (skv_session_step_prepare:
+ *     cold write, policy, evict / restore / append on the host hot tier, marginal
+ *     weights), replays the hot tier's slot-write log (kvmirror.h)
  *     into a device mirror of the hot arenas (rows staged in pinned memory, uploaded and
  *     scattered on a second stream whose event the default stream waits on), and runs the
  *     compensated attention over each lane's hot slots on the device (skv_cuda_compensate,
- *     marginal weights computed on the host by the policy and uploaded);
+ *     marginal weights computed on the host by the policy and uploaded), then the CPU's
+ *     step update (skv_session_step_finish);
  *   - runs the SmallKV SLM's decode on the device too (its CPU-prefilled cache uploaded
  *     once), its column sums / last rows copied back for the host policy.
  * So the device hot tier equals the host's byte for byte by construction (every slot write

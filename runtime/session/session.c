@@ -177,8 +177,6 @@ static int select_layer(skv_session *s, int layer, int n, const float *q) {
     return 0;
 }
 
-int skv_session_select(skv_session *s, int layer, int n, const float *q) { return select_layer(s, layer, n, q); }
-
 /* Prefill block over a compressed past (policies without a cold tier, n0 > 0): query row
  * t sees the lane's hot slots (with their multiplicities) and the staged rows n0 .. pos0+t
  * of this prefill (cold own buffer). Exact softmax over what the cache still holds; the
@@ -297,11 +295,11 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
     return 0;
 }
 
-/* Decode, step 1 (one thread): the new row into the fresh slot (and the cold tier when the
- * policy keeps one), selection for this layer's lanes, then per lane in order the
+/* Decode, step 1 (one thread; session.h): the new row into the fresh slot (and the cold tier
+ * when the policy keeps one), selection for this layer's lanes, then per lane in order the
  * compensated attention's arguments and the policy's marginal weights (own buffers) into
  * s->lane_args / lane_head_p / lane_work. */
-static int decode_prepare(skv_session *s, int layer, const float *q, const float *k, const float *v, int pos0) {
+int skv_session_step_prepare(skv_session *s, int layer, const float *q, const float *k, const float *v, int pos0) {
     const skv_config *c = &s->m->cfg;
     const int Hkv = c->n_kv_head, d = c->head_dim, g = c->n_head / Hkv, n = pos0 + 1;
     skv_kvcache *kv = s->kv;
@@ -346,9 +344,9 @@ static int decode_prepare(skv_session *s, int layer, const float *q, const float
     return 0;
 }
 
-/* Decode, step 3 (one thread): per lane in order the policy's step update and the export;
- * frees the lanes' probabilities. */
-static void decode_finish(skv_session *s, int layer, int n) {
+/* Decode, step 3 (one thread; session.h): per lane in order the policy's step update and the
+ * export; frees the lanes' probabilities. */
+void skv_session_step_finish(skv_session *s, int layer, int n) {
     const skv_config *c = &s->m->cfg;
     const int Hkv = c->n_kv_head, g = c->n_head / Hkv;
     const size_t N = (size_t)s->o.max_ctx;
@@ -384,7 +382,7 @@ static int decode_layer(skv_session *s, int layer, const float *q, const float *
     const skv_config *c = &s->m->cfg;
     const int Hkv = c->n_kv_head, d = c->head_dim, g = c->n_head / Hkv;
     if (!s->st->attn_in_team) {
-        if (decode_prepare(s, layer, q, k, v, pos0)) return -1;
+        if (skv_session_step_prepare(s, layer, q, k, v, pos0)) return -1;
         /* other threads only when there is enough work to pay for waking them (with
          * OMP_WAIT_POLICY=PASSIVE, as `make eval-*` runs, tens of microseconds: at 64k
          * multiply-adds the parallel lanes made H2O and SmallKV at 10-20 % of 1024 tokens
@@ -392,12 +390,12 @@ static int decode_layer(skv_session *s, int layer, const float *q, const float *
         #pragma omp parallel for schedule(static) if (Hkv > 1 && s->lane_work >= ((size_t)1 << 19))
         for (int j = 0; j < Hkv; j++)
             skv_compensate(out + (size_t)j * g * d, q + (size_t)j * g * d, &s->lane_args[j]);
-        decode_finish(s, layer, pos0 + 1);
+        skv_session_step_finish(s, layer, pos0 + 1);
         return 0;
     }
     #pragma omp single
     {
-        s->team_rc = decode_prepare(s, layer, q, k, v, pos0);
+        s->team_rc = skv_session_step_prepare(s, layer, q, k, v, pos0);
         if (s->team_rc) snprintf(s->team_err, sizeof s->team_err, "%s", skv_last_error());
     }
     if (s->team_rc) {   /* every thread returns the failure, with the message */
@@ -408,7 +406,7 @@ static int decode_layer(skv_session *s, int layer, const float *q, const float *
     for (int j = 0; j < Hkv; j++)
         skv_compensate(out + (size_t)j * g * d, q + (size_t)j * g * d, &s->lane_args[j]);
     #pragma omp single
-    decode_finish(s, layer, pos0 + 1);
+    skv_session_step_finish(s, layer, pos0 + 1);
     return 0;
 }
 

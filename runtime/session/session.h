@@ -198,12 +198,22 @@ void skv_session_mem_total(skv_session *const *ss, int n, skv_session_mem *r);
 /* Export every attention of layers < L_act into colsum / lastrow [L_act] -> (H, stride):
  * column sums accumulated over the whole history, last rows of the latest query. */
 void skv_session_export(skv_session *s, float **colsum, float **lastrow, int stride);
-/* One layer's selection of a decode step or prefill compression at length n, as the CPU
- * attention hook does it: the policy picks every lane's hot set (seeing q (H, d), the
- * layer's current query on the host, when it reads one), the hot tier is reserved and
- * applied (evictions, restores from cold, new rows from the fresh block). For an attention
- * hook that runs elsewhere (runtime/backend/session_cuda.c). -1 + error. */
-int skv_session_select(skv_session *s, int layer, int n, const float *q);
+/* One decode step of one layer, written once for every device: the CPU attention hook and
+ * the CUDA session's (runtime/backend/session_cuda.c) both run
+ *   prepare  the new row (k, v (Hkv, d)) into the fresh slot and the cold tier, the policy's
+ *            selection at length pos0 + 1 (seeing q (H, d), the layer's query on the host,
+ *            when it reads one: evictions, restores from cold), then per lane the
+ *            compensated attention's arguments on the host tier (s->lane_args: slots, the
+ *            policy's marginal weights pm / w, a zeroed slot_acc when the policy keeps
+ *            scores, head_p when it wants them);
+ *   attend   the device's own: each lane's skv_compensate (CPU) or its launch over the
+ *            device's copy of the same slots, the slot scores brought back into
+ *            s->lane_args[j].slot_acc;
+ *   finish   the policy's step update from those scores, an SLM session's export, and the
+ *            lanes' buffers released.
+ * prepare: -1 + error. */
+int skv_session_step_prepare(skv_session *s, int layer, const float *q, const float *k, const float *v, int pos0);
+void skv_session_step_finish(skv_session *s, int layer, int n);
 /* The lane budget (cost units) at length n, before the policy's lane share. */
 double skv_session_budget(const skv_session *s, int n);
 
