@@ -442,6 +442,7 @@ static int op_topk(const op_row *r, int be) {
             int best = -1;
             for (int i = 0; i < n; i++)
                 if (!chosen[i] && (best < 0 || s[i] >= s[best])) best = i;
+            if (best < 0) break;   /* kk <= n: never, but the compiler cannot see it */
             chosen[best] = 1;
         }
         for (int i = 0, j = 0; j < k; i++)
