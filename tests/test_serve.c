@@ -2,12 +2,15 @@
  * loopback port (--port 0, the port read from its first line) with SmolLM2 as LLM and as
  * SLM with its self-pair profile (policy full by default, smallkv per request), an API key,
  * a 256 MiB session cache, a queue of 2 and a batch of 2, and talks to it with libcurl:
- * every endpoint, streaming, session reuse (a conversation's second turn reports its first
- * turn's tokens as cached, also under policy smallkv), evictions at the cache bound, stop
- * strings, the error objects for bad input (and 120 garbage bodies), limits (body,
- * headers), 429 with Retry-After when the queue is full, clients that go away (their
- * sequences are cancelled), the request time limit (504, on a second server), bad command
- * lines, and a clean exit on SIGTERM. What real clients need: replies that are strict JSON
+ * every endpoint, the chat page's safeguards, streaming, session reuse (a conversation's
+ * second turn reports its first turn's tokens as cached, also under policy smallkv), shared
+ * prefixes (policy full: questions on one document fork its cached prefix), evictions at
+ * the cache bound, stop strings, the error objects for bad input (and 120 garbage bodies),
+ * limits (body, headers), 429 with Retry-After when the queue is full, clients that go away
+ * (their sequences are cancelled), the request time limit (504) and slow clients (raw
+ * sockets that trickle headers or a body: deadlines, per-address and total caps, /health
+ * answering meanwhile), each on a second server, bad command lines, and a clean exit on
+ * SIGTERM. What real clients need: replies that are strict JSON
  * and well-formed UTF-8 even when generation stops inside a character (checked with this
  * file's own validators), the OpenAI request fields (implemented, ignored or refused by
  * name), strict input (NUL, trailing data, bad UTF-8, unknown model), CORS and preflight,
@@ -18,13 +21,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +39,8 @@
 
 static const char *KEY = "sk-test";
 static pid_t server_pid = -1;
+static pid_t second_pid = -1;   /* a test's own server (stop_second; teardown when the test fails) */
+static char first_base[64];     /* base while a second server is in use */
 static char base[64];
 
 typedef struct { char *s; size_t n; long abort_after; } buf;
@@ -310,8 +319,28 @@ static int setup(void **state) {
     return server_pid > 0 ? 0 : -1;
 }
 
+/* a second server with these flags (NULL-terminated) in base */
+#define START_SECOND(...) do { \
+        snprintf(first_base, sizeof first_base, "%s", base); \
+        second_pid = start_server(base, sizeof base, __VA_ARGS__, (const char *)NULL); \
+        if (second_pid <= 0) snprintf(base, sizeof base, "%s", first_base); \
+        assert_true(second_pid > 0); \
+    } while (0)
+
+/* SIGTERM to the second server, base back to the first; true when it stopped cleanly */
+static bool stop_second(void) {
+    if (second_pid <= 0) return true;
+    snprintf(base, sizeof base, "%s", first_base);
+    kill(second_pid, SIGTERM);
+    int st = 0;
+    waitpid(second_pid, &st, 0);
+    second_pid = -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 static int teardown(void **state) {
     (void)state;
+    stop_second();
     if (server_pid > 0) {
         kill(server_pid, SIGTERM);
         int st = 0;
@@ -359,6 +388,32 @@ static void test_endpoints(void **state) {
     resp_free(&r);
     r = call("GET", "/v1/chat/completions", NULL, KEY);
     assert_error(&r, 405, "method_not_allowed");
+    resp_free(&r);
+}
+
+/* the chat page: served without the key, self-contained, one request at a time with a stop
+ * control, the key from a password field kept in sessionStorage (never from the URL), the
+ * model's id from /v1/models, replies never set as HTML (tests/serve_page.sh runs it) */
+static void test_page(void **state) {
+    (void)state;
+    NEED_SERVER();
+    resp r = call("GET", "/", NULL, NULL);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strcasestr(r.head.s, "Content-Type: text/html; charset=utf-8"));
+    const char *h = r.body.s;
+    static const char *HAS[] = { "id=\"stop\"", "AbortController", "abort()", "$('send').disabled=on", "sessionStorage",
+                                 "type=\"password\"", "fetch('/v1/models'", "id=\"model\"", "r.text()", "JSON.parse(t)" };
+    for (size_t i = 0; i < sizeof HAS / sizeof HAS[0]; i++) {
+        if (!strstr(h, HAS[i])) fprintf(stderr, "the page lacks %s\n", HAS[i]);
+        assert_non_null(strstr(h, HAS[i]));
+    }
+    /* no key from the URL, no HTML from text, nothing from elsewhere */
+    static const char *NOT[] = { "?key=", "get('key')", "location.search", "innerHTML", "outerHTML", "insertAdjacentHTML",
+                                 "document.write", "<script src", "<link", "http://", "https://" };
+    for (size_t i = 0; i < sizeof NOT / sizeof NOT[0]; i++) {
+        if (strstr(h, NOT[i])) fprintf(stderr, "the page has %s\n", NOT[i]);
+        assert_null(strstr(h, NOT[i]));
+    }
     resp_free(&r);
 }
 
@@ -1157,18 +1212,12 @@ static void test_disconnect(void **state) {
     resp_free(&q);
 }
 
-/* bad command lines: usage errors exit 2, a model that does not load exits 1 with a
- * message; a port already taken is refused (exit 1) */
 /* --timeout: a request that runs past it ends with 504 (code "timeout"), a stream with an
  * error event; a second server, on its own port */
 static void test_timeout(void **state) {
     (void)state;
     NEED_SERVER();
-    char url[64], saved[64];
-    pid_t pid = start_server(url, sizeof url, "--timeout", "1", "--ctx", "4096", (const char *)NULL);
-    assert_true(pid > 0);
-    snprintf(saved, sizeof saved, "%s", base);
-    snprintf(base, sizeof base, "%s", url);
+    START_SECOND("--timeout", "1", "--ctx", "4096");
     resp r = call("POST", "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4000,\"temperature\":0}", NULL);
     assert_error(&r, 504, "timeout");
     resp_free(&r);
@@ -1177,13 +1226,240 @@ static void test_timeout(void **state) {
     assert_non_null(strstr(r.body.s, "data: {\"error\":{\"message\":\"request timed out"));
     assert_non_null(strstr(r.body.s, "data: [DONE]"));
     resp_free(&r);
-    snprintf(base, sizeof base, "%s", saved);
-    kill(pid, SIGTERM);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_true(stop_second());
 }
 
+/* ---- 6. shared prefixes ---- */
+
+/* a system message of about 200 tokens and a question on it, greedy; the reply */
+static cJSON *doc_chat(const char *question, const char *policy, double budget) {
+    static const char DOC[] =
+        "You answer questions about the harbour rules below, briefly.\n"
+        "Rule 1: boats keep to the right of the channel and pass each other port to port.\n"
+        "Rule 2: no vessel may anchor within fifty metres of the lighthouse pier.\n"
+        "Rule 3: fishing boats returning after dusk show a green lantern at the bow.\n"
+        "Rule 4: the harbour master's launch has right of way at all times.\n"
+        "Rule 5: sails are lowered inside the breakwater; boats enter under oars or engine.\n"
+        "Rule 6: fuel is sold at the east quay from six in the morning until noon.\n"
+        "Rule 7: swimmers keep to the roped area by the beach and never cross the channel.\n"
+        "Rule 8: a boat in distress sounds three long blasts and raises a red flag.\n";
+    cJSON *req = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(req, "messages"), *m;
+    const char *roles[2] = { "system", "user" }, *conts[2] = { DOC, question };
+    for (int i = 0; i < 2; i++) {
+        m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", roles[i]);
+        cJSON_AddStringToObject(m, "content", conts[i]);
+        cJSON_AddItemToArray(msgs, m);
+    }
+    cJSON_AddNumberToObject(req, "temperature", 0);
+    cJSON_AddNumberToObject(req, "max_tokens", 16);
+    cJSON *kv = cJSON_AddObjectToObject(req, "smallkv");
+    cJSON_AddStringToObject(kv, "policy", policy);
+    cJSON_AddNumberToObject(kv, "budget", budget);
+    char *body = cJSON_PrintUnformatted(req);
+    cJSON *r = chat_ok(body);
+    free(body);
+    cJSON_Delete(req);
+    return r;
+}
+
+static int cached_of(cJSON *j) {
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens_details"), "cached_tokens")->valueint;
+}
+static int prompt_of(cJSON *j) { return cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens")->valueint; }
+static const char *reply_of(cJSON *j) {
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message"),
+                               "content")->valuestring;
+}
+
+/* Questions on one document under policy full (a budget of its own, so no other test's
+ * sessions count): the second makes the prefix it shares with the first a shared session,
+ * the third forks it (its cached tokens: the shared prefix); asked again, it forks that
+ * prefix and keeps its whole prompt, and a third time forks that, prefilling nothing. A
+ * fork continues identically: the three replies are the same tokens. (A fresh prefill of
+ * the same prompt may differ from them by rounding, as a conversation's next turn may: the
+ * prefill is split at another point; not asserted.) Under a compressing policy nothing is
+ * shared. */
+static void test_shared_prefix(void **state) {
+    (void)state;
+    NEED_SERVER();
+    const double kept0 = metric("smallkv_shared_prefixes_total"), forks0 = metric("smallkv_shared_prefix_forks_total");
+    cJSON *a = doc_chat("What does rule 1 say?", "full", 0.35);
+    assert_int_equal(cached_of(a), 0);
+    assert_true(prompt_of(a) > 150);
+    cJSON *b = doc_chat("What does rule 2 say?", "full", 0.35);
+    assert_int_equal(cached_of(b), 0);   /* all prefilled, in two parts: the shared prefix, the rest */
+    assert_true(metric("smallkv_shared_prefixes_total") == kept0 + 1);
+    cJSON *c = doc_chat("What does rule 8 say?", "full", 0.35);
+    const int shared = cached_of(c);
+    assert_true(shared > 150 && shared < prompt_of(c));
+    assert_true(metric("smallkv_shared_prefix_forks_total") == forks0 + 1);
+    /* the same question again: the shared prefix, then its whole prompt kept; a third time
+     * that prompt is forked, nothing prefilled */
+    cJSON *again = doc_chat("What does rule 8 say?", "full", 0.35);
+    assert_int_equal(cached_of(again), shared);
+    assert_string_equal(reply_of(again), reply_of(c));
+    assert_true(metric("smallkv_shared_prefixes_total") == kept0 + 2);
+    cJSON *third = doc_chat("What does rule 8 say?", "full", 0.35);
+    assert_int_equal(cached_of(third), prompt_of(third));
+    assert_string_equal(reply_of(third), reply_of(c));
+    assert_true(metric("smallkv_shared_prefix_forks_total") == forks0 + 3);
+    /* a compressing policy: no prefix is shared */
+    for (int i = 0; i < 3; i++) {
+        cJSON *h = doc_chat(i == 0 ? "What does rule 1 say?" : i == 1 ? "What does rule 2 say?" : "What does rule 8 say?", "h2o", 0.5);
+        assert_int_equal(cached_of(h), 0);
+        cJSON_Delete(h);
+    }
+    assert_true(metric("smallkv_shared_prefixes_total") == kept0 + 2);
+    cJSON *all[] = { a, b, c, again, third };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cJSON_Delete(all[i]);
+}
+
+/* ---- 5. slow clients ---- */
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* a TCP connection to the server in base from the loopback address src (any 127.x.y.z is
+ * this machine), and a first piece of a request sent on it; -1 when it fails */
+static int raw_open(const char *src, const char *first) {
+    const int port = atoi(strrchr(base, ':') + 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in me = { .sin_family = AF_INET }, to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    inet_pton(AF_INET, src, &me.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    struct timeval tv = { .tv_sec = 2 };
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);   /* connect waits at most this */
+    if (bind(fd, (struct sockaddr *)&me, sizeof me) || connect(fd, (struct sockaddr *)&to, sizeof to) ||
+        send(fd, first, strlen(first), MSG_NOSIGNAL) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* the server has closed fd (or refused it): the stream ended or was reset */
+static bool raw_closed(int fd) {
+    char b[512];
+    ssize_t n = recv(fd, b, sizeof b, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* GET /health from the loopback address src within ms milliseconds: the status (0: none) */
+static long health_from(const char *src, long ms, double *took) {
+    resp r = {0};
+    struct curl_slist *hs;
+    CURL *c = make("GET", "/health", NULL, NULL, &r, &hs);
+    curl_easy_setopt(c, CURLOPT_INTERFACE, src);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
+    const double t0 = mono_s();
+    r.rc = curl_easy_perform(c);
+    *took = mono_s() - t0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    if (r.rc != CURLE_OK) fprintf(stderr, "GET /health from %s: %s after %.2f s\n", src, curl_easy_strerror(r.rc), *took);
+    curl_slist_free_all(hs);
+    curl_easy_cleanup(c);
+    resp_free(&r);
+    return r.rc == CURLE_OK ? r.status : 0;
+}
+
+/* send a piece on every open socket, note those the server closed (the time since t0) */
+static int trickle(int *fd, double *closed_at, int n, const char *piece, double t0) {
+    int open = 0;
+    for (int i = 0; i < n; i++) {
+        if (fd[i] < 0) continue;
+        if (raw_closed(fd[i]) || (piece && send(fd[i], piece, strlen(piece), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN)) {
+            close(fd[i]);
+            fd[i] = -1;
+            closed_at[i] = mono_s() - t0;
+        } else open++;
+    }
+    return open;
+}
+
+/* Clients that send their headers or body a line or a byte at a time (libmicrohttpd's idle
+ * timeout never fires for them) on a second server: --max-conns 24, --max-conns-per-ip 12,
+ * --header-timeout 3, --timeout 3. 20 slow connections from one address: 12 get in, the
+ * rest are refused; /health answers from another address and from that one (taking the
+ * place of a slow connection); the slow ones are closed at their header deadline. 30 from
+ * as many addresses fill the total cap: /health waits in the backlog until the server closes
+ * the connections that have waited on their clients, then answers. A body sent a byte per
+ * 0.5 s is cut off at --timeout. */
+static void test_slow_clients(void **state) {
+    (void)state;
+    NEED_SERVER();
+    enum { N1 = 20, N2 = 30, HT = 3, TO = 3 };
+    START_SECOND("--max-conns", "24", "--max-conns-per-ip", "12", "--header-timeout", "3", "--timeout", "3");
+    double took;
+    const double ev0 = metric("smallkv_connections_dropped_total{reason=\"evicted\"}");
+    /* one address: its cap */
+    int fd[N2];
+    double closed_at[N2];
+    double t0 = mono_s();
+    for (int i = 0; i < N1; i++) {
+        fd[i] = raw_open("127.0.0.1", "GET /health HTTP/1.1\r\nHost: x\r\n");
+        closed_at[i] = -1;
+        assert_true(fd[i] >= 0);
+    }
+    while (mono_s() - t0 < 1.2) { trickle(fd, closed_at, N1, "X-Slow: 1\r\n", t0); usleep(200000); }
+    int open = trickle(fd, closed_at, N1, "X-Slow: 1\r\n", t0);
+    assert_true(open >= 10 && open <= 12);   /* the cap (12); the others were refused */
+    assert_int_equal(health_from("127.0.0.2", 1000, &took), 200);
+    assert_int_equal(health_from("127.0.0.1", 1000, &took), 200);   /* in the place of a slow one */
+    assert_true(metric("smallkv_connections_dropped_total{reason=\"refused\"}") >= 1);
+    assert_true(metric("smallkv_connections_dropped_total{reason=\"evicted\"}") >= ev0 + 1);
+    /* the rest are closed at their header deadline, however often they send a line */
+    while ((open = trickle(fd, closed_at, N1, "X-Slow: 1\r\n", t0)) > 0 && mono_s() - t0 < HT + 3) usleep(200000);
+    assert_int_equal(open, 0);
+    int late = 0;
+    for (int i = 0; i < N1; i++) {
+        assert_true(closed_at[i] <= HT + 1.5);
+        if (closed_at[i] >= HT - 0.5) late++;
+    }
+    assert_true(late >= 5);
+    assert_true(metric("smallkv_connections_dropped_total{reason=\"header_timeout\"}") >= late);
+    /* many addresses (a body each, sent but for its last byte): the total cap */
+    const double ref0 = metric("smallkv_connections_dropped_total{reason=\"refused\"}");
+    const double ev1 = metric("smallkv_connections_dropped_total{reason=\"evicted\"}");
+    t0 = mono_s();
+    for (int i = 0; i < N2; i++) {
+        char src[32];
+        snprintf(src, sizeof src, "127.0.0.%d", 10 + i);
+        fd[i] = raw_open(src, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n{}");
+        closed_at[i] = -1;
+        assert_true(fd[i] >= 0);
+    }
+    while (mono_s() - t0 < 1.2) { trickle(fd, closed_at, N2, NULL, t0); usleep(200000); }
+    open = trickle(fd, closed_at, N2, NULL, t0);
+    assert_true(open >= 22 && open <= 24);   /* the cap (24); the others were refused */
+    assert_true(metric("smallkv_connections_dropped_total{reason=\"refused\"}") >= ref0 + N2 - 24);
+    assert_int_equal(health_from("127.0.0.2", 1000, &took), 200);
+    assert_true(metric("smallkv_connections_dropped_total{reason=\"evicted\"}") >= ev1 + 1);
+    for (int i = 0; i < N2; i++) if (fd[i] >= 0) close(fd[i]);
+    /* a body a byte per 0.5 s: cut off at --timeout from the headers */
+    int b = raw_open("127.0.0.3", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                  "Content-Length: 200\r\n\r\n{");
+    assert_true(b >= 0);
+    t0 = mono_s();
+    double cut = -1;
+    for (int k = 1; cut < 0 && mono_s() - t0 < TO + 3; k++) {
+        usleep(100000);
+        trickle(&b, &cut, 1, k % 5 ? NULL : " ", t0);
+    }
+    if (b >= 0) close(b);
+    if (!(cut >= TO - 0.5 && cut <= TO + 1.5)) fprintf(stderr, "a trickled body was cut off after %.2f s\n", cut);
+    assert_true(cut >= TO - 0.5 && cut <= TO + 1.5);
+    assert_true(metric("smallkv_connections_dropped_total{reason=\"body_timeout\"}") >= 1);
+    assert_int_equal(health_from("127.0.0.3", 1000, &took), 200);
+    assert_true(stop_second());
+}
+
+/* bad command lines: usage errors exit 2, a model that does not load exits 1 with a
+ * message; a port already taken is refused (exit 1) */
 static void test_command_line(void **state) {
     (void)state;
     char bin[1024], cmd[2400];
@@ -1191,7 +1467,8 @@ static void test_command_line(void **state) {
     static const struct { const char *args; int status; } C[] = {
         { "", 2 }, { "--llm x.gguf --port 99999", 2 }, { "--llm x.gguf --budget 0", 2 }, { "--llm x.gguf --bogus", 2 },
         { "--llm x.gguf --cache-bytes lots", 2 }, { "--llm x.gguf --profile p", 2 }, { "--llm /nonexistent.gguf --port 0", 1 },
-        { "--llm x.gguf --host nowhere --port 0", 1 },
+        { "--llm x.gguf --host nowhere --port 0", 1 }, { "--llm x.gguf --max-conns-per-ip 0", 2 },
+        { "--llm x.gguf --header-timeout 0", 2 }, { "--llm x.gguf --body-timeout x", 2 }, { "--llm x.gguf --share-prefix -1", 2 },
     };
     for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s serve %s >/dev/null 2>&1", bin, C[i].args);
@@ -1212,11 +1489,13 @@ static void test_command_line(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoints),
+        cmocka_unit_test(test_page),
         cmocka_unit_test(test_api_key),
         cmocka_unit_test(test_chat_and_completion),
         cmocka_unit_test(test_stream),
         cmocka_unit_test(test_session_reuse),
         cmocka_unit_test(test_smallkv_policy),
+        cmocka_unit_test(test_shared_prefix),
         cmocka_unit_test(test_evictions),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_utf8_replies),
@@ -1226,6 +1505,7 @@ int main(void) {
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_disconnect),
         cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_slow_clients),
         cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -19,13 +19,24 @@ static const char *USAGE =
     "  --port N             port (default 8080; 0: any free port, printed)\n"
     "  --api-key KEY        require Authorization: Bearer KEY (also $SMALLKV_API_KEY)\n"
     "  --cache-bytes N      session cache bound, bytes (K, M, G suffixes; default 512M)\n"
+    "  --share-prefix N     under policy full, a prompt prefix of N or more tokens that a\n"
+    "                       cached session also starts with is kept as a shared session\n"
+    "                       every request with that prefix forks (0: never; default 64)\n"
     "  --queue N            waiting requests before 429 (default 16)\n"
     "  --batch N            sequences decoded together (default 8)\n"
     "  --ctx N              tokens per conversation, prompt and reply (default 2048)\n"
     "  --max-tokens N       reply length when a request gives none (default 256)\n"
     "  --max-body N         request body limit, bytes (default 1M)\n"
-    "  --max-conns N        simultaneous connections (default 64)\n"
-    "  --timeout S          seconds per request and idle connection (default 300)\n"
+    "  --max-conns N        simultaneous connections (default 256)\n"
+    "  --max-conns-per-ip N connections from one address (default 64). Over either cap a\n"
+    "                       new connection replaces the one (from its address, at that cap)\n"
+    "                       that has waited longest, 1 s or more, for its client's headers\n"
+    "                       or body; with none it is refused\n"
+    "  --header-timeout S   seconds for a request's headers to arrive, from the connection's\n"
+    "                       start or its previous reply; then it is closed (default 10)\n"
+    "  --body-timeout S     seconds for the body to arrive after the headers (default 30)\n"
+    "  --timeout S          seconds per request from its headers (body, queue, generation;\n"
+    "                       504 after) and per idle connection (default 300)\n"
     "  --threads N          CPU threads (default all)\n";
 
 static bool parse_bytes(const char *v, size_t *out) {
@@ -46,7 +57,8 @@ static bool parse_bytes(const char *v, size_t *out) {
 
 int cmd_serve(int argc, char **argv) {
     serve_config c = { .policy = NULL, .budget = 0.2, .host = "127.0.0.1", .port = 8080, .cache_bytes = 512u << 20,
-                       .queue = 16, .batch = 8, .ctx = 2048, .max_body = 1u << 20, .max_conns = 64, .timeout = 300,
+                       .queue = 16, .batch = 8, .ctx = 2048, .max_body = 1u << 20, .max_conns = 256, .max_conns_per_ip = 64,
+                       .header_timeout = 10, .body_timeout = 30, .timeout = 300, .share_prefix = 64,
                        .default_max_tokens = 256 };
     c.api_key = getenv("SMALLKV_API_KEY");
     if (c.api_key && !*c.api_key) c.api_key = NULL;
@@ -69,6 +81,10 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--ctx")) ok = cli_int(argc, argv, &i, 16, 1 << 20, &c.ctx);
         else if (!strcmp(a, "--max-tokens")) ok = cli_int(argc, argv, &i, 1, 1 << 20, &c.default_max_tokens);
         else if (!strcmp(a, "--max-conns")) ok = cli_int(argc, argv, &i, 1, 10000, &c.max_conns);
+        else if (!strcmp(a, "--max-conns-per-ip")) ok = cli_int(argc, argv, &i, 1, 10000, &c.max_conns_per_ip);
+        else if (!strcmp(a, "--header-timeout")) ok = cli_int(argc, argv, &i, 1, 86400, &c.header_timeout);
+        else if (!strcmp(a, "--body-timeout")) ok = cli_int(argc, argv, &i, 1, 86400, &c.body_timeout);
+        else if (!strcmp(a, "--share-prefix")) ok = cli_int(argc, argv, &i, 0, 1 << 20, &c.share_prefix);
         else if (!strcmp(a, "--timeout")) ok = cli_int(argc, argv, &i, 1, 86400, &c.timeout);
         else if (!strcmp(a, "--threads")) ok = cli_int(argc, argv, &i, 1, 1024, &threads);
         else if (!strcmp(a, "--cache-bytes") || !strcmp(a, "--max-body")) {

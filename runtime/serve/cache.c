@@ -1,8 +1,10 @@
 /* cache.c: the session cache. Finished conversations keep their session (compressed KV
  * state) and the tokens appended to it; a request whose prompt extends one of them takes
- * it and prefills only the rest. Bounded by bytes (each session's KV tiers, SLM cache and
- * history, plus the workspace every session keeps, measured at start), least recently
- * used first out. Used by the engine thread only. */
+ * it and prefills only the rest. Shared prefixes (engine.c makes them) stay in the cache:
+ * a request that extends one continues a fork of it (smallkv_fork: a copy that continues
+ * identically), so every request that starts with that prefix can. Bounded by bytes (each
+ * session's KV tiers, SLM cache and history, plus the workspace every session keeps,
+ * measured at start), least recently used first out. Used by the engine thread only. */
 #include "serve.h"
 #include <stdlib.h>
 #include <string.h>
@@ -45,18 +47,53 @@ static void remove_at(serve_cache *c, int i) {
     c->e[i] = c->e[--c->n];
 }
 
-serve_sess *serve_cache_take(serve_cache *c, const int *ids, int n, const char *policy, double budget) {
+serve_sess *serve_sess_fork(const serve_sess *s) {
+    serve_sess *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    *f = *s;
+    f->shared = false;
+    f->cap = s->n > 0 ? s->n : 1;
+    f->hist = malloc((size_t)f->cap * sizeof(int));
+    f->s = f->hist ? smallkv_fork(s->s) : NULL;
+    if (!f->s) { free(f->hist); free(f); return NULL; }
+    memcpy(f->hist, s->hist, (size_t)s->n * sizeof(int));
+    return f;
+}
+
+serve_sess *serve_cache_take(serve_cache *c, const int *ids, int n, const char *policy, double budget, bool *forked) {
     int best = -1;
+    *forked = false;
     for (int i = 0; i < c->n; i++) {
         const serve_sess *s = c->e[i];
-        if (s->n >= n || s->budget != budget || strcmp(s->policy, policy)) continue;
+        /* a conversation must leave a token to prefill; a shared prefix has the logits after
+         * its last token, so it may be the whole prompt */
+        if (s->n > n || (s->n == n && !s->shared) || s->budget != budget || strcmp(s->policy, policy)) continue;
         if (best >= 0 && s->n <= c->e[best]->n) continue;
         if (memcmp(s->hist, ids, (size_t)s->n * sizeof(int)) == 0) best = i;
     }
     if (best < 0) return NULL;
     serve_sess *s = c->e[best];
+    if (s->shared) {   /* it stays for the next request with this prefix */
+        s->last_use = ++c->clock;
+        serve_sess *f = serve_sess_fork(s);
+        *forked = f != NULL;
+        return f;
+    }
     remove_at(c, best);
     return s;
+}
+
+int serve_cache_common(const serve_cache *c, const int *ids, int n, const char *policy, double budget) {
+    int best = 0;
+    for (int i = 0; i < c->n; i++) {
+        const serve_sess *s = c->e[i];
+        if (s->budget != budget || strcmp(s->policy, policy)) continue;
+        int k = 0;
+        const int m = s->n < n ? s->n : n;
+        while (k < m && s->hist[k] == ids[k]) k++;
+        if (k > best) best = k;
+    }
+    return best;
 }
 
 int serve_cache_put(serve_cache *c, serve_sess *s) {

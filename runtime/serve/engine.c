@@ -1,10 +1,12 @@
 /* engine.c: the worker thread that owns every session. Requests wait in a bounded queue;
  * up to cfg->batch of them decode together: each new one takes the cached session its
- * prompt extends (or a new one) and prefills the rest, then every round samples one token
- * per sequence and steps them all with one smallkv_step_batch. A sequence ends at a stop
- * token, a stop string, max_tokens, the context's end, its deadline or a cancel (client
- * gone); its session then goes back to the cache. The text it builds is always well-formed
- * UTF-8: a token that ends inside a character waits for the next one to complete it. */
+ * prompt extends (or a fork of a shared prefix, or a new one; under policy full, a long
+ * prefix it has in common with a cached session becomes a shared prefix first) and
+ * prefills the rest, then every round samples one token per sequence and steps them all
+ * with one smallkv_step_batch. A sequence ends at a stop token, a stop string, max_tokens,
+ * the context's end, its deadline or a cancel (client gone); its session then goes back to
+ * the cache. The text it builds is always well-formed UTF-8: a token that ends inside a
+ * character waits for the next one to complete it. */
 #include "serve.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,11 +141,36 @@ static int hist_push(serve_sess *s, const int *ids, int n) {
     return 0;
 }
 
+/* prefill ids[from, to) and note them in the history; 0 or -1 (the job finished with 500) */
+static int prefill(serve_engine *e, active_seq *a, int from, int to) {
+    serve_sess *ss = a->ss;
+    if (to > from && (smallkv_prefill(ss->s, a->j->prm.ids + from, to - from) || hist_push(ss, a->j->prm.ids + from, to - from))) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "prefill: %s", smallkv_last_error());
+        finish(e, a, NULL, 500, msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* A prompt prefix is shared (made a cached session of its own, forked by every request that
+ * extends it) only under a policy that keeps every token: there the rest of the prompt
+ * attends to every token of the prefix, as in one prefill (its sums run in another order,
+ * so the logits may differ by rounding, as in a conversation's next turn). A compressing
+ * policy compresses at the end of each prefill: the rest would attend to a compressed
+ * prefix where a fresh prefill attends to all of it, so its sessions are reused only where
+ * a conversation left off, never split where a conversation did not. */
+static bool shares_prefixes(const char *policy) {
+    unsigned needs = 0;
+    return smallkv_policy_check(policy, &needs) == 0 && (needs & SMALLKV_NO_BUDGET);
+}
+
 /* a new sequence: a cached session its prompt extends, or a fresh one; prefill the rest */
 static int start(serve_engine *e, active_seq *a) {
     serve_job *j = a->j;
     const serve_params *p = &j->prm;
-    serve_sess *ss = serve_cache_take(e->cache, p->ids, p->n_ids, p->policy, p->budget);
+    bool forked;
+    serve_sess *ss = serve_cache_take(e->cache, p->ids, p->n_ids, p->policy, p->budget, &forked);
     int reused = ss ? ss->n : 0;
     if (!ss) {
         smallkv_options o;
@@ -162,12 +189,23 @@ static int start(serve_engine *e, active_seq *a) {
         ss->budget = p->budget;
     }
     a->ss = ss;
-    if (smallkv_prefill(ss->s, p->ids + reused, p->n_ids - reused) || hist_push(ss, p->ids + reused, p->n_ids - reused)) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "prefill: %s", smallkv_last_error());
-        finish(e, a, NULL, 500, msg);
-        return -1;
+    /* a longer prefix in common with a cached session (the same system prompt, examples or
+     * document, a reply asked for again): prefill it first and keep a fork of it */
+    int at = reused, ev = 0, kept = 0;
+    if (e->cfg->share_prefix > 0 && shares_prefixes(p->policy)) {
+        const int common = serve_cache_common(e->cache, p->ids, p->n_ids, p->policy, p->budget);
+        if (common >= e->cfg->share_prefix && common > reused) {
+            if (prefill(e, a, at, common)) return -1;
+            at = common;
+            serve_sess *snap = serve_sess_fork(ss);
+            if (snap) {
+                snap->shared = true;
+                ev = serve_cache_put(e->cache, snap);
+                kept = 1;
+            }
+        }
     }
+    if (prefill(e, a, at, p->n_ids)) return -1;
     a->rng = p->seed ? p->seed : (unsigned long long)(now_s() * 1e9) | 1;
     if ((p->presence != 0 || p->frequency != 0) && !(a->counts = calloc((size_t)e->vocab, sizeof(int)))) {
         finish(e, a, NULL, 500, "out of memory");
@@ -180,6 +218,9 @@ static int start(serve_engine *e, active_seq *a) {
     pthread_mutex_lock(&e->m->mu);
     e->m->prompt_tokens += (unsigned long)p->n_ids;
     e->m->reused_tokens += (unsigned long)reused;
+    e->m->prefix_forks += forked;
+    e->m->prefix_kept += (unsigned long)kept;
+    e->m->evictions += (unsigned long)ev;
     pthread_mutex_unlock(&e->m->mu);
     return 0;
 }

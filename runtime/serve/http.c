@@ -1,6 +1,8 @@
-/* http.c: the HTTP side of `smallkv serve` on libmicrohttpd (a thread per connection):
- * routes, the API key, CORS (every answer allows any origin; OPTIONS preflights get 204),
- * body collection with a size limit, connection / header / time limits, 429 when the
+/* http.c: the HTTP side of `smallkv serve` on libmicrohttpd (a thread per connection, so a
+ * slow client holds only its own thread and /health answers beside it): routes, the API
+ * key, CORS (every answer allows any origin; OPTIONS preflights get 204), body collection
+ * with a size limit, connection / header / time limits (each connection's phase goes to
+ * the connection guard, conns.c, which enforces the deadlines and caps), 429 when the
  * engine's queue is full, non-streamed replies (the thread waits on its job) and
  * server-sent-event streams (a content reader that waits for new text); a client that goes
  * away cancels its sequence. Every error this file answers is an OpenAI error object.
@@ -25,6 +27,7 @@ typedef struct {
     const serve_config *cfg;
     smallkv_pair *p;
     serve_engine *e;
+    serve_conns *cs;
     serve_metrics m;
     unsigned long next_id;
     pthread_mutex_t id_mu;
@@ -37,6 +40,7 @@ enum { MAX_HEADERS = 32 * 1024, MEM_LIMIT = 128 * 1024 };
 typedef struct {
     char *body; size_t len, cap;
     bool too_big;
+    double t_headers;         /* when the headers were in (serve_mono_s): the request's time starts */
 } conn_ctx;
 
 typedef struct {
@@ -97,6 +101,12 @@ static enum MHD_Result add_header_bytes(void *cls, enum MHD_ValueKind kind, cons
     (void)kind;
     *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;   /* ": " and CRLF */
     return MHD_YES;
+}
+
+/* the connection's entry in the guard (NULL when it could not be registered) */
+static serve_conn *conn_entry(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
 }
 
 static int conn_fd(struct MHD_Connection *c) {
@@ -212,6 +222,7 @@ static enum MHD_Result completion(server *sv, struct MHD_Connection *c, bool cha
     }
     serve_job *j = serve_job_new(&prm, sv->cfg->timeout);
     if (!j) { serve_params_free(&prm); return reply_error(sv, c, 500, "out of memory", "server_error", NULL, SR_ERROR); }
+    j->deadline = cc->t_headers + sv->cfg->timeout;   /* the time the body took counts */
     int sub = serve_engine_submit(sv->e, j);
     if (sub) {
         serve_job_release(j);
@@ -293,6 +304,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!cc) {   /* the headers are in: check their size before any body is read */
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
+        cc->t_headers = serve_conn_phase(sv->cs, conn_entry(c), SC_BODY);
         size_t hb = 0;
         MHD_get_connection_values(c, MHD_HEADER_KIND, add_header_bytes, &hb);
         if (hb > MAX_HEADERS) {
@@ -323,6 +335,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_size = 0;
         return MHD_YES;
     }
+    serve_conn_phase(sv->cs, conn_entry(c), SC_BUSY);   /* the request is in: no deadline but its own */
     const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     const char *model = !strncmp(url, "/v1/models/", 11) ? url + 11 : NULL;
     const bool open = !strcmp(url, "/") || !strcmp(url, "/health");
@@ -361,14 +374,46 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls; (void)c; (void)toe;
+    (void)toe;
+    server *sv = cls;
     conn_ctx *cc = *con_cls;
     if (cc) { free(cc->body); free(cc); }
     *con_cls = NULL;
+    serve_conn_phase(sv->cs, conn_entry(c), SC_HEADERS);   /* kept alive: the next request's headers are due */
 }
 
+static uint32_t ipv4_of(const struct sockaddr *a) {
+    return a && a->sa_family == AF_INET ? ((const struct sockaddr_in *)a)->sin_addr.s_addr : 0;
+}
+
+static enum MHD_Result admit(void *cls, const struct sockaddr *addr, socklen_t len) {
+    (void)len;
+    server *sv = cls;
+    return serve_conns_admit(sv->cs, ipv4_of(addr)) ? MHD_YES : MHD_NO;
+}
+
+/* libmicrohttpd notifies a connection's close before it closes the descriptor */
+static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_ctx, enum MHD_ConnectionNotificationCode what) {
+    server *sv = cls;
+    if (what == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const int fd = conn_fd(c);
+        *socket_ctx = fd >= 0 ? serve_conns_add(sv->cs, fd, ipv4_of(ad ? ad->client_addr : NULL)) : NULL;
+    } else if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
+        serve_conns_remove(sv->cs, *socket_ctx);
+        *socket_ctx = NULL;
+    }
+}
+
+/* libmicrohttpd's messages, less those about a client that went away before its request
+ * was in: every slow client the guard closes would print one (/metrics counts them) */
 static void log_err(void *cls, const char *fmt, va_list ap) {
     (void)cls;
+    static const char *QUIET[] = { "Connection socket is closed when reading request",
+                                   "Connection was closed by remote side with incomplete request",
+                                   "Socket has been disconnected when reading request" };
+    for (size_t i = 0; i < sizeof QUIET / sizeof QUIET[0]; i++)
+        if (!strncmp(fmt, QUIET[i], strlen(QUIET[i]))) return;
     fputs("smallkv serve: ", stderr);
     vfprintf(stderr, fmt, ap);
 }
@@ -410,14 +455,24 @@ int serve_run(const serve_config *cfg) {
         smallkv_pair_free(sv.p);
         return -1;
     }
+    if (!(sv.cs = serve_conns_start(cfg, &sv.m))) {
+        fprintf(stderr, "smallkv: cannot start the connection guard\n");
+        serve_engine_free(sv.e);
+        smallkv_pair_free(sv.p);
+        return -1;
+    }
+    /* a thread per connection: a client that stalls blocks only its own thread. The caps
+     * are the guard's accept policy (admit); libmicrohttpd's own limit sits above
+     * --max-conns for the connections the guard has closed and it has not yet reaped */
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        handle, &sv, MHD_OPTION_EXTERNAL_LOGGER, log_err, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, admit, &sv,
+        handle, &sv, MHD_OPTION_EXTERNAL_LOGGER, log_err, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(2 * cfg->max_conns + 16),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEM_LIMIT,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_conns, MHD_OPTION_NOTIFY_COMPLETED, completed, &sv,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, &sv, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, &sv,
         MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "smallkv: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
+        serve_conns_stop(sv.cs);
         serve_engine_free(sv.e);
         smallkv_pair_free(sv.p);
         return -1;
@@ -432,6 +487,7 @@ int serve_run(const serve_config *cfg) {
     MHD_socket ls = MHD_quiesce_daemon(d);   /* no new connections (the listening socket is ours now) */
     serve_engine_stop(sv.e);   /* ends queued and running jobs: the waiting threads answer 503 */
     MHD_stop_daemon(d);        /* waits for the connection threads */
+    serve_conns_stop(sv.cs);
     serve_engine_free(sv.e);
     if (ls != MHD_INVALID_SOCKET) close(ls);
     smallkv_pair_free(sv.p);

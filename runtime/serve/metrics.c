@@ -1,6 +1,6 @@
 /* metrics.c: the server's counters and gauges (requests by result, tokens in / out / reused,
- * decode tokens per second, queue, KV memory by tier, session cache, RSS) and their
- * Prometheus text exposition for GET /metrics. */
+ * decode tokens per second, queue, KV memory by tier, session cache and shared prefixes,
+ * connections, RSS) and their Prometheus text exposition for GET /metrics. */
 #include "serve.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +30,7 @@ size_t serve_rss_bytes(void) {
 
 char *serve_metrics_text(serve_metrics *m) {
     static const char *RES[SR_N] = { "ok", "client_error", "rejected", "cancelled", "error", "unauthorized" };
-    size_t cap = 8192;
+    size_t cap = 12288;
     char *s = malloc(cap);
     if (!s) return NULL;
     size_t o = 0;
@@ -62,6 +62,17 @@ char *serve_metrics_text(serve_metrics *m) {
         "# TYPE smallkv_kv_bytes_per_token gauge\nsmallkv_kv_bytes_per_token %zu\n", m->kv_per_token);
     OUT("# HELP smallkv_session_cache_evictions_total Conversations evicted from the session cache.\n"
         "# TYPE smallkv_session_cache_evictions_total counter\nsmallkv_session_cache_evictions_total %lu\n", m->evictions);
+    OUT("# HELP smallkv_shared_prefixes_total Prompt prefixes kept as shared sessions.\n"
+        "# TYPE smallkv_shared_prefixes_total counter\nsmallkv_shared_prefixes_total %lu\n", m->prefix_kept);
+    OUT("# HELP smallkv_shared_prefix_forks_total Requests that continued a fork of a shared prefix.\n"
+        "# TYPE smallkv_shared_prefix_forks_total counter\nsmallkv_shared_prefix_forks_total %lu\n", m->prefix_forks);
+    OUT("# HELP smallkv_connections_open Open HTTP connections.\n# TYPE smallkv_connections_open gauge\n"
+        "smallkv_connections_open %d\n", m->conns_open);
+    static const char *DROP[SD_N] = { "header_timeout", "body_timeout", "evicted", "refused" };
+    OUT("# HELP smallkv_connections_dropped_total Connections the server closed or refused: headers or body late, "
+        "evicted at a cap while waiting for headers, refused at the per-address cap.\n"
+        "# TYPE smallkv_connections_dropped_total counter\n");
+    for (int i = 0; i < SD_N; i++) OUT("smallkv_connections_dropped_total{reason=\"%s\"} %lu\n", DROP[i], m->conns_dropped[i]);
     pthread_mutex_unlock(&m->mu);
     OUT("# HELP smallkv_process_resident_bytes Resident memory of the server.\n# TYPE smallkv_process_resident_bytes gauge\n"
         "smallkv_process_resident_bytes %zu\n", serve_rss_bytes());

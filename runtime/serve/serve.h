@@ -8,7 +8,9 @@
  *   respond.c   response bodies: completion objects, stream chunks, models, props, tokens
  *   engine.c    the worker thread: bounded queue, batched decoding, stop rules, cancel
  *   sample.c    the sampler for requests that ask for more than a temperature
- *   cache.c     the session cache: conversations by token prefix, an LRU bounded by bytes
+ *   cache.c     the session cache: conversations and shared prefixes by token prefix, an
+ *               LRU bounded by bytes
+ *   conns.c     the connection guard: per-address and total caps, header and body deadlines
  *   metrics.c   counters and gauges, Prometheus text
  *   page.c      the static chat page served at GET /
  * Threads: the engine thread alone touches sessions; HTTP threads tokenise (the pair is
@@ -34,7 +36,11 @@ typedef struct {
     int ctx;                   /* context per session (tokens) */
     size_t max_body;           /* request body limit, bytes */
     int max_conns;             /* connection limit */
-    int timeout;               /* seconds per request (queue + generation), idle connection */
+    int max_conns_per_ip;      /* connections from one address */
+    int header_timeout;        /* seconds to a request's headers (new or kept-alive connection) */
+    int body_timeout;          /* seconds from the headers to the end of the body */
+    int timeout;               /* seconds per request (from its headers: body, queue, generation), idle connection */
+    int share_prefix;          /* shortest prompt prefix kept as a shared session (0: none) */
     int default_max_tokens;
     const char *model_name;    /* id in /v1/models */
 } serve_config;
@@ -138,13 +144,19 @@ typedef struct {
     int *hist; int n, cap;         /* tokens appended to s */
     char policy[160]; double budget;
     uint64_t last_use;
+    bool shared;                   /* a prompt prefix: forked for each request that extends it, kept */
 } serve_sess;
 /* overhead: bytes each session holds beyond its KV tiers (counted against the bound) */
 serve_cache *serve_cache_new(size_t max_bytes, size_t overhead);
 void serve_cache_free(serve_cache *c);
-/* Take out the session whose history is the longest proper prefix of ids (same policy and
- * budget); NULL when none. */
-serve_sess *serve_cache_take(serve_cache *c, const int *ids, int n, const char *policy, double budget);
+/* The session whose history is the longest prefix of ids (same policy and budget; a proper
+ * prefix unless it is a shared one), or NULL: a conversation is taken out, a shared prefix
+ * stays and a fork of it is returned (*forked set). */
+serve_sess *serve_cache_take(serve_cache *c, const int *ids, int n, const char *policy, double budget, bool *forked);
+/* The longest prefix ids share with a cached session's history (same policy and budget). */
+int serve_cache_common(const serve_cache *c, const int *ids, int n, const char *policy, double budget);
+/* A copy of s that continues identically (smallkv_fork), not shared; NULL when it fails. */
+serve_sess *serve_sess_fork(const serve_sess *s);
 /* Give a session back (least recently used ones evicted to fit; one larger than the whole
  * bound is freed); returns the number evicted. */
 int serve_cache_put(serve_cache *c, serve_sess *s);
@@ -152,6 +164,21 @@ void serve_sess_free(serve_sess *s);
 size_t serve_sess_bytes(const serve_cache *c, const serve_sess *s);
 /* memory of every cached session by tier, and the count */
 void serve_cache_usage(const serve_cache *c, size_t *hot, size_t *cold, size_t *slm, size_t *total, int *n);
+
+/* ---- conns.c ---- */
+enum serve_conn_phase { SC_HEADERS, SC_BODY, SC_BUSY };   /* waiting for headers, reading the body, answering */
+enum serve_conn_drop { SD_HEADER_TIMEOUT, SD_BODY_TIMEOUT, SD_EVICTED, SD_REFUSED, SD_N };
+typedef struct serve_conns serve_conns;
+typedef struct serve_conn serve_conn;    /* one connection (libmicrohttpd's socket context) */
+double serve_mono_s(void);               /* CLOCK_MONOTONIC in seconds (the jobs' deadlines too) */
+serve_conns *serve_conns_start(const serve_config *cfg, serve_metrics *m);   /* starts the reaper */
+void serve_conns_stop(serve_conns *cs);  /* after libmicrohttpd has stopped */
+/* the accept policy: false refuses a connection from ip (IPv4, network order) */
+bool serve_conns_admit(serve_conns *cs, uint32_t ip);
+serve_conn *serve_conns_add(serve_conns *cs, int fd, uint32_t ip);   /* waiting for headers */
+void serve_conns_remove(serve_conns *cs, serve_conn *e);
+/* a new phase from now (its deadline from the flags); returns now */
+double serve_conn_phase(serve_conns *cs, serve_conn *e, enum serve_conn_phase ph);
 
 /* ---- metrics.c ---- */
 struct serve_metrics {
@@ -162,6 +189,9 @@ struct serve_metrics {
     int queue_len, active;
     size_t hot, cold, slm, cache_bytes; int cache_sessions;
     size_t sess_overhead, kv_per_token;   /* measured at start (engine.c) */
+    unsigned long prefix_kept, prefix_forks;   /* shared prefixes made, requests that continued one */
+    int conns_open;                       /* conns.c */
+    unsigned long conns_dropped[SD_N];    /* by enum serve_conn_drop */
 };
 enum serve_result { SR_OK, SR_CLIENT_ERROR, SR_REJECTED, SR_CANCELLED, SR_ERROR, SR_UNAUTHORIZED, SR_N };
 void serve_metrics_init(serve_metrics *m);
