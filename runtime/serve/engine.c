@@ -37,12 +37,6 @@ struct serve_engine {
     serve_cand *scratch;       /* serve_sample's, one vocab */
 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 serve_job *serve_job_new(serve_params *prm, int timeout_s) {
     serve_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
@@ -51,7 +45,7 @@ serve_job *serve_job_new(serve_params *prm, int timeout_s) {
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     j->refs = 1;
-    j->t_start = now_s();
+    j->t_start = serve_mono_s();
     j->deadline = j->t_start + (timeout_s > 0 ? timeout_s : 1e9);
     return j;
 }
@@ -206,7 +200,7 @@ static int start(serve_engine *e, active_seq *a) {
         }
     }
     if (prefill(e, a, at, p->n_ids)) return -1;
-    a->rng = p->seed ? p->seed : (unsigned long long)(now_s() * 1e9) | 1;
+    a->rng = p->seed ? p->seed : (unsigned long long)(serve_mono_s() * 1e9) | 1;
     if ((p->presence != 0 || p->frequency != 0) && !(a->counts = calloc((size_t)e->vocab, sizeof(int)))) {
         finish(e, a, NULL, 500, "out of memory");
         return -1;
@@ -230,7 +224,8 @@ static int start(serve_engine *e, active_seq *a) {
  * text at its start: returns 1 then */
 static int add_text(serve_job *j, const char *b, size_t n) {
     const size_t m = j->n_pend + n;
-    char *in = malloc(m + 1);
+    char small[256];   /* a token's bytes and a held-back partial character fit here */
+    char *in = m <= sizeof small ? small : malloc(m + 1);
     if (!in) return 1;
     memcpy(in, j->pend, j->n_pend);
     memcpy(in + j->n_pend, b, n);
@@ -238,7 +233,10 @@ static int add_text(serve_job *j, const char *b, size_t n) {
         size_t nc = j->cap ? 2 * j->cap : 256;
         while (nc < j->len + 3 * m + 1) nc *= 2;
         char *t = realloc(j->text, nc);
-        if (!t) { free(in); return 1; }
+        if (!t) {
+            if (in != small) free(in);
+            return 1;
+        }
         j->text = t;
         j->cap = nc;
     }
@@ -246,7 +244,7 @@ static int add_text(serve_job *j, const char *b, size_t n) {
     const size_t w = serve_utf8_fix(in, m, j->text + j->len, &tail);
     memcpy(j->pend, in + m - tail, tail);
     j->n_pend = tail;
-    free(in);
+    if (in != small) free(in);
     j->len += w;
     j->text[j->len] = 0;
     for (int i = 0; i < j->prm.n_stop; i++) {
@@ -262,7 +260,7 @@ static int add_text(serve_job *j, const char *b, size_t n) {
 static void round_step(serve_engine *e) {
     smallkv_session *ss[e->n_act > 0 ? e->n_act : 1];
     int tok[e->n_act > 0 ? e->n_act : 1], idx[e->n_act > 0 ? e->n_act : 1], k = 0;
-    double t0 = now_s();
+    double t0 = serve_mono_s();
     for (int i = 0; i < e->n_act; i++) {
         active_seq *a = &e->act[i];
         serve_job *j = a->j;
@@ -301,7 +299,7 @@ static void round_step(serve_engine *e) {
         } else {
             for (int q = 0; q < k; q++) hist_push(e->act[idx[q]].ss, &tok[q], 1);
         }
-        double dt = now_s() - t0;
+        double dt = serve_mono_s() - t0;
         pthread_mutex_lock(&e->m->mu);
         double tps = dt > 0 ? k / dt : 0;
         e->m->tokens_per_s = e->m->tokens_per_s > 0 ? 0.8 * e->m->tokens_per_s + 0.2 * tps : tps;
@@ -356,7 +354,7 @@ static void *run(void *arg) {
             bool gone = a.j->cancelled;
             pthread_mutex_unlock(&a.j->mu);
             if (gone) { finish(e, &a, "cancelled", 0, NULL); continue; }
-            if (now_s() > a.j->deadline) { finish(e, &a, NULL, 504, "request timed out in the queue"); continue; }
+            if (serve_mono_s() > a.j->deadline) { finish(e, &a, NULL, 504, "request timed out in the queue"); continue; }
             if (start(e, &a) == 0) e->act[e->n_act++] = a;
         }
         round_step(e);
