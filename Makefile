@@ -129,8 +129,8 @@ $(BUILD)/bin/%: $(BUILD)/bench/%.o $(PROG_LIBS)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 # the read bandwidth probe both CPU benchmarks report against
 $(BUILD)/bin/bench $(BUILD)/bin/bench_kernels: $(BUILD)/bench/read_probe.o
-# the shared-core check `make bench` prints beside it
-$(BUILD)/bin/bench: $(BUILD)/bench/cpu_probe.o
+# the shared-core check `make bench` prints beside it, the compute probe and the multi-row rows
+$(BUILD)/bin/bench: $(BUILD)/bench/cpu_probe.o $(BUILD)/bench/compute_probe.o $(BUILD)/bench/bench_multirow.o
 
 # logits_hash: a public-API program (bench/logits_hash.c); `make logits-hash` prints every
 # policy's decode fingerprint on the test model, to compare two builds of a refactor
@@ -224,6 +224,11 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUP_OBJ) $(PROG_LIBS)
 $(BUILD)/tests/test_serve: $(BUILD)/tests/test_serve.o $(TEST_SUP_OBJ) $(PROG_LIBS) | $(BUILD)/bin/smallkv
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcmocka -lcurl
+# test_serve_json: JSON mode's automaton and masked sampling, without a server or a model
+$(BUILD)/tests/test_serve_json: $(BUILD)/tests/test_serve_json.o $(BUILD)/runtime/serve/json_constrain.o \
+                                $(BUILD)/runtime/serve/sample.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
 
 test: all layers
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BIN)
@@ -255,10 +260,15 @@ serve: deps
 	  --profile profiles/qwen2.5-coder-0.5b-1.5b.skvprof --policy smallkv --budget 0.2 $(SERVE_ARGS)
 serve-load: $(BUILD)/bin/smallkv
 	scripts/serve-load.py --bin $(BUILD)/bin/smallkv $(SERVE_LOAD_ARGS)
-# the server's optional checks: the `openai` Python client, the page in headless Chromium
-# (each skips when its tool is missing)
-serve-check: $(BUILD)/bin/smallkv
-	BUILD=$(BUILD) tests/serve_openai.py
+# the server's optional checks: the JSON-mode automaton (no model), the `openai` Python
+# client, lm-evaluation-harness's OpenAI backends on a few local GSM8K items (`make data`),
+# the page in headless Chromium (each skips when its tool is missing). SERVE_PYTHON: the
+# Python that has the clients (e.g. a venv's bin/python).
+SERVE_PYTHON ?= python3
+serve-check: $(BUILD)/bin/smallkv $(BUILD)/tests/test_serve_json
+	$(BUILD)/tests/test_serve_json
+	BUILD=$(BUILD) $(SERVE_PYTHON) tests/serve_openai.py
+	BUILD=$(BUILD) $(SERVE_PYTHON) tests/serve_lmeval.py
 	BUILD=$(BUILD) tests/serve_page.sh
 
 deps:
@@ -277,9 +287,12 @@ models:
 models-test:
 	scripts/fetch-models.sh test
 
-# BENCH=quick: shorter runs and a 1024-token pair context; BENCH=pair: only the pair rows
+# BENCH=quick: shorter runs and a 1024-token pair context; BENCH=pair: only the pair rows;
+# BENCH=multirow: only the compute probe and the multi-row rows (issue 44); BENCH=long: also
+# prefill at 4096 tokens (several words combine: BENCH="multirow long")
 bench: all
-	$(BUILD)/bin/bench $(if $(filter quick,$(BENCH)),--quick,) $(if $(filter pair,$(BENCH)),--pair-only,)
+	$(BUILD)/bin/bench $(if $(filter quick,$(BENCH)),--quick,) $(if $(filter pair,$(BENCH)),--pair-only,) \
+	  $(if $(filter multirow,$(BENCH)),--multirow-only,) $(if $(filter long,$(BENCH)),--long,)
 
 # the working tree's decode speed against revision BASE (default HEAD) as ratios measured in
 # rebuild the shipped profiles from data/ (scripts/make-profiles.sh; about 20 min

@@ -48,7 +48,11 @@
  *                         (the machine is shared);
  *   batched decode        skv_forward_batch of the LLM at batch 1, 4, 8 (plain states, full
  *                         synthetic cache of S tokens each): aggregate tokens/s.
- * Usage: bench [--threads N] [--models DIR] [--quick] [--pair-only] */
+ * Compute probe and multi-row rows (issue 44, bench_multirow.h): the measured int8 / fp32
+ * peaks (compute_probe.h) at the start; after the main table, prefill at 512 tokens (4096 too
+ * with --long) of the Qwen pair with the float GEMM and the int8 multi-row kernel, the verify
+ * pass cost (4 / 8 rows vs a step) and batch 1 / 4 / 8 throughput, before / after, back to back.
+ * Usage: bench [--threads N] [--models DIR] [--quick] [--long] [--pair-only] [--multirow-only] */
 #include "kernels/cpu/cpu_caps.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/compensate.h"
@@ -59,6 +63,7 @@
 #include "common/util.h"
 #include "read_probe.h"
 #include "cpu_probe.h"
+#include "bench_multirow.h"
 #include <dirent.h>
 #include <omp.h>
 #include <math.h>
@@ -346,15 +351,17 @@ done:
 
 int main(int argc, char **argv) {
     int threads = 2;
-    bool quick = false, pair_only = false;
+    bool quick = false, pair_only = false, long_run = false, multirow_only = false;
     const char *dir = getenv("SKV_MODELS_DIR") ? getenv("SKV_MODELS_DIR") : "models";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--models") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--pair-only")) pair_only = true;
+        else if (!strcmp(argv[i], "--long")) long_run = true;
+        else if (!strcmp(argv[i], "--multirow-only")) multirow_only = true;
         else {
-            fprintf(stderr, "usage: bench [--threads N] [--models DIR] [--quick] [--pair-only]\n");
+            fprintf(stderr, "usage: bench [--threads N] [--models DIR] [--quick] [--long] [--pair-only] [--multirow-only]\n");
             return strcmp(argv[i], "--help") && strcmp(argv[i], "-h") ? 2 : 0;
         }
     }
@@ -367,6 +374,9 @@ int main(int argc, char **argv) {
             threads, 100 * cores0);
 
     if (pair_only) return pair_bench(dir, quick);
+    double i8_peak, f32_peak;
+    skv_bench_peaks(threads, &i8_peak, &f32_peak);
+    if (multirow_only) return skv_bench_multirow(dir, quick, long_run, i8_peak, f32_peak);
     struct dirent **ents;
     int ne = scandir(dir, &ents, NULL, alphasort);
     if (ne < 0) { fprintf(stderr, "bench: %s: cannot list model directory\n", dir); return 1; }
@@ -444,6 +454,7 @@ int main(int argc, char **argv) {
                "a part of them stays there between steps, so their %% of bound is not a memory-bandwidth figure "
                "(it can pass 100 %%).\n",
                llc / 1e6, in_llc);
+    if (skv_bench_multirow(dir, quick, long_run, i8_peak, f32_peak)) rc = 1;
     if (pair_bench(dir, quick)) rc = 1;
     return rc;
 }

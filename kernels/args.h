@@ -32,6 +32,10 @@ typedef struct {
     const float *pm;      /* (g, n_marg) SLM attention at each marginal slot, or NULL */
     const float *w;       /* (g) SLM mass on the hot tokens (MASS / RENORM), NULL = 1 */
     const int *mult;      /* (n_hot) tokens each K+V slot stands for, or NULL (all 1) */
+    const unsigned char *head_mask;   /* (g, n_hot): 1 where query head h attends slot s, 0 where
+                                         it does not (per-attention-head selection: the slots
+                                         hold the union of the heads' sets), or NULL (all);
+                                         every head must see at least one slot */
     skv_combine combine;
     float *slot_acc;      /* optional (n_hot) */
     float *head_p;        /* optional (g, n_hot) */

@@ -22,6 +22,12 @@ void skv_attention(float *out, const float *q, const void *kc, const void *vc,
 void skv_attention_ref(float *out, const float *q, const void *kc, const void *vc,
                        const skv_attn_args *a);
 
+/* skv_attention with a sliding window (attention_window.c): the query at position p sees keys
+ * p - window < k <= p (window 0: all, exactly skv_attention). colsum / lastrow as there, at
+ * their positions; lastrow entries before the last row's window are zero. */
+void skv_attention_window(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a,
+                          int window);
+
 /* skv_attention inside an enclosing OpenMP parallel region: every thread of the team calls
  * it with the same arguments (q may be each thread's own copy of the same values), ws
  * included: one workspace shared by the team, of skv_attention_ws_floats(a, team size)

@@ -44,6 +44,7 @@ void skv_compensate_ref(float *out, const float *q, const skv_comp_args *a) {
                 float dot = 0;
                 for (int i = 0; i < d; i++) dot += qh[i] * elem(a->k, a->f16, (size_t)s * d + i);
                 p[s] = dot * scale + (a->mult && a->mult[s] != 1 ? logf((float)a->mult[s]) : 0.0f);
+                if (a->head_mask && !a->head_mask[(size_t)h * n + s]) p[s] = -INFINITY;   /* not this head's */
                 if (p[s] > mx) mx = p[s];
             }
             float sum = 0;
@@ -135,7 +136,17 @@ void skv_compensate(float *out, const float *q, const skv_comp_args *a) {
             if (a->mult)
                 for (s = 0; s < n; s++)
                     if (a->mult[s] != 1) p[s] += logf((float)a->mult[s]);
+            if (a->head_mask) {   /* per-attention-head selection: the slots of other heads' sets */
+                const unsigned char *m = a->head_mask + (size_t)h * n;
+                for (s = 0; s < n; s++)
+                    if (!m[s]) p[s] = -INFINITY;
+            }
             softmax_row(p, n);
+            if (a->head_mask) {   /* exactly 0 (the vector exp stops at e^-87.3, not 0) */
+                const unsigned char *m = a->head_mask + (size_t)h * n;
+                for (s = 0; s < n; s++)
+                    if (!m[s]) p[s] = 0;
+            }
             wsum_rows(oc, p, a->v, a->f16, n, d);
             if (a->slot_acc) for (int s = 0; s < n; s++) a->slot_acc[s] += p[s];
             if (a->head_p) memcpy(a->head_p + (size_t)h * n, p, (size_t)n * sizeof(float));

@@ -9,6 +9,9 @@
  *       for up to 4 activation rows (skv_vec_dotn_for), bit-identical to the T = 1 results.
  *       A matrix with a pair-packed copy (W->pack, runtime/model/model_pack.c) runs its 4-row
  *       groups on that copy (skv_vec_dot4_packed_for), bit-identical to the stored rows.
+ *       A matrix in 8-row groups (W->x8) runs pairs of groups through the multi-row int8 kernel
+ *       (gemm_x8.h) from skv_gemm16_min_t rows, the same bits as the 8-row decode kernel; in
+ *       gemm mode SKV_GEMM_INT8_ALL (matmul.h) it does so at every T (no float GEMM).
  *   skv_matmul_multi: several matrices over the same x (q/k/v, gate/up) share one
  *       quantised copy of x and one parallel region (fewer fork/joins per token).
  *   skv_gemv_team: the same T = 1 GEMV called by every thread of an enclosing parallel
@@ -23,6 +26,7 @@
  * SKV_MATMUL_REF=1 in the environment (or skv_matmul_set_ref(1)) routes skv_matmul to
  * the reference. */
 #include "matmul.h"
+#include "gemm_x8.h"
 #include "vecdot.h"
 #include "dequant.h"
 #include "ops.h"
@@ -56,6 +60,21 @@ int skv_matmul_gemm_min_t(int type) {
 }
 
 static int force_ref = -1;   /* -1: read SKV_MATMUL_REF on first use */
+static int gemm_mode = -1;   /* -1: read SKV_GEMM_MODE on first use */
+
+void skv_matmul_set_gemm_mode(int mode) {
+    __atomic_store_n(&gemm_mode, mode < 0 ? 0 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
+}
+
+int skv_matmul_gemm_mode(void) {
+    int f = __atomic_load_n(&gemm_mode, __ATOMIC_RELAXED);
+    if (f < 0) {
+        const char *e = getenv("SKV_GEMM_MODE");
+        f = e && *e >= '0' && *e <= '2' && !e[1] ? *e - '0' : SKV_GEMM_MULTIROW;
+        __atomic_store_n(&gemm_mode, f, __ATOMIC_RELAXED);
+    }
+    return f;
+}
 
 void skv_matmul_set_ref(int on) { force_ref = on ? 1 : 0; }
 
@@ -140,6 +159,7 @@ typedef struct {
     const uint8_t *w4;
     skv_vec_dotn_fn dotn;
     skv_vec_dot8n_fn dot8;   /* W in 8-row groups (W->x8): every row and T through it */
+    skv_gemm16_fn g16;       /* ... and from skv_gemm16_min_t rows the 16-row multi-row kernel (gemm_x8.h), same bits */
     int64_t c0;   /* first global chunk index of this matrix (set by gemv_run) */
 } gemv_job;
 
@@ -151,7 +171,8 @@ static gemv_job make_job(float *y, const skv_weight *W, const uint8_t *act, size
     return (gemv_job){.y = y, .W = W, .act = act, .ab = ab, .rb = skv_row_bytes(W->type, W->cols),
                       .dot = skv_vec_dot_for(W->type), .dotn = skv_vec_dotn_for(W->type),
                       .dot4 = packed ? skv_vec_dot4_packed_for(W->type) : skv_vec_dot4_for(W->type),
-                      .w4 = packed ? W->pack : W->data, .dot8 = W->x8 ? skv_vec_dot8n_for(W->type) : NULL};
+                      .w4 = packed ? W->pack : W->data, .dot8 = W->x8 ? skv_vec_dot8n_for(W->type) : NULL,
+                      .g16 = W->x8 && skv_matmul_gemm_mode() != SKV_GEMM_DECODE_ROWS ? skv_gemm16_for(W->type) : NULL};
 }
 
 /* rows r .. r1-1 of job j for all T activation rows.
@@ -162,7 +183,11 @@ static void gemv_rows(const gemv_job *j, int64_t r, int64_t r1, int T) {
     const uint8_t *base = j->W->data;
     if (j->dot8) {   /* 8-row groups (r, r1 multiples of 8), up to SKV_DOTN_MAX activation rows a call */
         float o[8 * SKV_DOTN_MAX];
-        for (int64_t rr = r; rr < r1; rr += 8)
+        int64_t r16 = r;
+        if (j->g16 && T >= skv_gemm16_min_t(j->W->type))   /* pairs of groups: the multi-row kernel, same bits */
+            for (; r16 + 16 <= r1; r16 += 16)
+                j->g16(cols, base + (size_t)r16 * j->rb, 8 * j->rb, j->act, j->ab, T, j->y + r16, rows);
+        for (int64_t rr = r16; rr < r1; rr += 8)
             for (int t0 = 0; t0 < T; t0 += SKV_DOTN_MAX) {
                 const int nt = T - t0 < SKV_DOTN_MAX ? T - t0 : SKV_DOTN_MAX;
                 j->dot8(cols, base + (size_t)rr * j->rb, j->act + (size_t)t0 * j->ab, j->ab, nt, o);
@@ -248,11 +273,13 @@ static void gemv_run(gemv_job *jobs, int nj, int T) {
     }
 }
 
-/* Whether W (with cols columns) runs as a GEMV at this T. */
+/* Whether W (with cols columns) runs as a GEMV at this T: below the GEMM threshold, or at any T
+ * for a matrix in 8-row groups with the multi-row kernel when the int8 GEMM is switched on. */
 static int gemv_ok(const skv_weight *W, int T) {
     const int blk = skv_type_block(W->type);
-    return skv_vec_dot_for(W->type) && T < skv_matmul_gemm_min_t(W->type) && blk > 0 &&
-           W->cols % (blk > 1 ? blk : 1) == 0;
+    if (!skv_vec_dot_for(W->type) || blk <= 0 || W->cols % (blk > 1 ? blk : 1) != 0) return 0;
+    return T < skv_matmul_gemm_min_t(W->type) ||
+           (W->x8 && skv_gemm16_for(W->type) && skv_matmul_gemm_mode() == SKV_GEMM_INT8_ALL);
 }
 
 /* y[i] (T, rows_i) = x (T, cols) @ W[i]^T for n GEMV matrices sharing x: x is quantised
@@ -285,9 +312,11 @@ static int gemv_multi(float *const *ys, const skv_weight *const *Ws, int n, cons
         int f = skv_vec_act_type(Ws[i]->type), k = 0;
         while (fmt[k] != f) k++;
         const size_t ab = skv_vec_act_bytes(Ws[i]->type, cols);
-        if (!done[k]) {   /* quantise x on first use of this format */
-            for (int t = 0; t < T; t++)
-                skv_vec_quant_act(Ws[i]->type, x + (size_t)t * cols, act + off[k] + (size_t)t * ab, cols);
+        if (!done[k]) {   /* quantise x on first use of this format (rows in parallel at prefill sizes) */
+            uint8_t *a0 = act + off[k];
+            const int wt = Ws[i]->type;
+            #pragma omp parallel for schedule(static) if (T >= 16)
+            for (int t = 0; t < T; t++) skv_vec_quant_act(wt, x + (size_t)t * cols, a0 + (size_t)t * ab, cols);
             done[k] = 1;
         }
         jobs[i] = make_job(ys[i], Ws[i], act + off[k], ab);

@@ -46,6 +46,20 @@ void skv_matmul_set_ref(int on);
  * smaller T uses the per-row decode dots (Q8 activations). */
 int skv_matmul_gemm_min_t(int type);
 
+/* Which kernels multi-row products take on a matrix in 8-row groups (W->x8) of a type with the
+ * multi-row kernel (gemm_x8.h; AVX-512 VNNI CPUs, elsewhere every mode is mode 0):
+ *   SKV_GEMM_DECODE_ROWS  T < skv_matmul_gemm_min_t: the 8-row decode kernel, up to 4 activation
+ *                         rows a call; larger T: the float GEMM (before issue 44)
+ *   SKV_GEMM_MULTIROW     (default) T < threshold: the 16-row multi-row kernel, which gives the
+ *                         same bits; larger T: the float GEMM
+ *   SKV_GEMM_INT8_ALL     the multi-row kernel at every T: each row of a prefill gets the bits
+ *                         of a decode step. Not the default because it changes prefill logits
+ *                         (the float GEMM's are the recorded ones: `make logits-hash`).
+ * Env SKV_GEMM_MODE=0/1/2, or skv_matmul_set_gemm_mode (benchmarks, tests). */
+enum { SKV_GEMM_DECODE_ROWS = 0, SKV_GEMM_MULTIROW = 1, SKV_GEMM_INT8_ALL = 2 };
+void skv_matmul_set_gemm_mode(int mode);
+int skv_matmul_gemm_mode(void);
+
 /* Gather one row of W as floats (embedding lookup). */
 void skv_weight_row(const skv_weight *W, int64_t row, float *out);
 

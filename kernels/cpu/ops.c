@@ -1,5 +1,5 @@
-/* ops.c: the small elementwise kernels of the decoder: RMSNorm, RoPE (both pairings),
- * SwiGLU and softmax. They are cheap next to the matmuls, so they stay close to the
+/* ops.c: the small elementwise kernels of the decoder: RMSNorm, RoPE (both pairings, from
+ * theta or from a frequency table), SwiGLU, GeGLU, softcapping and softmax. They are cheap next to the matmuls, so they stay close to the
  * plain formulas (double sum in RMSNorm, expf in SwiGLU/softmax); only RMSNorm's scaling
  * loop is vectorised. */
 #include "ops.h"
@@ -61,6 +61,36 @@ void skv_rope(float *x, const int *pos, int T, int n_heads, int head_dim, float 
         skv_rope_table(cs, sn, pos[t], head_dim, theta);
         skv_rope_apply(x + (size_t)t * n_heads * head_dim, n_heads, head_dim, cs, sn, mode);
     }
+}
+
+void skv_rope_table_freq(float *cs, float *sn, int pos, int head_dim, const float *inv) {
+    for (int i = 0; i < head_dim / 2; i++) {
+        double ang = (double)pos * (double)inv[i];
+        cs[i] = (float)cos(ang);
+        sn[i] = (float)sin(ang);
+    }
+}
+
+void skv_rope_freq(float *x, const int *pos, int T, int n_heads, int head_dim, const float *inv, skv_rope_mode mode) {
+    float cs[512], sn[512];           /* head_dim <= 1024 (skv_config_check) */
+    if (head_dim / 2 > 512) return;
+    for (int t = 0; t < T; t++) {
+        skv_rope_table_freq(cs, sn, pos[t], head_dim, inv);
+        skv_rope_apply(x + (size_t)t * n_heads * head_dim, n_heads, head_dim, cs, sn, mode);
+    }
+}
+
+/* 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * up */
+void skv_geglu(float *out, const float *gate, const float *up, int n) {
+    const float k = 0.7978845608028654f;
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g))) * up[i];
+    }
+}
+
+void skv_softcap(float *x, int n, float cap) {
+    for (int i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
 /* out (n) = gate / (1 + exp(-gate)) * up */

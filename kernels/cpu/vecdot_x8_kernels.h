@@ -12,6 +12,9 @@
 #include "vecdot_simd.h"
 
 #define X8_INLINE static inline __attribute__((always_inline))
+/* Every loop over the nt activation rows carries `#pragma GCC unroll 4`: without it GCC kept
+ * the per-row accumulators (lo[a], hi[a], sumi[a], ...) in memory and looped over a at run
+ * time, so nt = 2..4 ran 3-5x slower per row than nt = 1 (the same bits either way). */
 
 
 typedef struct {
@@ -50,10 +53,12 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8
     (void)ones16;
     const __m256i m63 = _mm256_set1_epi8(63), m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
     __m256 acc[SKV_DOTN_MAX], accm[SKV_DOTN_MAX];
+    #pragma GCC unroll 4
     for (int a = 0; a < nt; a++) acc[a] = accm[a] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
         skv_prefetch_ahead(b, sizeof *b);
         const block_q8_K *y[SKV_DOTN_MAX];
+        #pragma GCC unroll 4
         for (int a = 0; a < nt; a++) y[a] = (const block_q8_K *)(const void *)(xa + a * xstride) + i;
         /* the 8 rows' 6-bit scales and mins, [sub-block s][row r] bytes:
          *   s < 4:  sc = q[s] & 63,                          m = q[s+4] & 63
@@ -70,6 +75,7 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8
         _mm256_store_si256((__m256i *)(mn + 32), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q811, 4), m15), top47));
 
         __m256i sumi[SKV_DOTN_MAX];
+        #pragma GCC unroll 4
         for (int a = 0; a < nt; a++) sumi[a] = _mm256_setzero_si256();
         #pragma GCC unroll 1
         for (int j = 0; j < 4; j++) {
@@ -77,6 +83,7 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8
             /* AVX2: int16 sums of 8 maddubs (2 x 15 x 127 at most each), then one madd;
              * VNNI: the same int32 sums from dpbusd directly */
             __m256i lo[SKV_DOTN_MAX], hi[SKV_DOTN_MAX];
+            #pragma GCC unroll 4
             for (int a = 0; a < nt; a++) lo[a] = hi[a] = _mm256_setzero_si256();
             #pragma GCC unroll 8
             for (int t = 0; t < 8; t++) {
@@ -86,6 +93,7 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8
 #else
                 const __m256i l = _mm256_and_si256(v, low4), h = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
 #endif
+                #pragma GCC unroll 4
                 for (int a = 0; a < nt; a++) {
                     int32_t ya, yb;
                     memcpy(&ya, y[a]->qs + 64 * j + 4 * t, 4);
@@ -100,8 +108,10 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8
                 }
             }
 #if X8_VNNI
+            #pragma GCC unroll 4
             for (int a = 0; a < nt; a++) hi[a] = _mm256_srai_epi32(hi[a], 4);   /* exact: a multiple of 16 */
 #else
+            #pragma GCC unroll 4
             for (int a = 0; a < nt; a++) {
                 lo[a] = _mm256_madd_epi16(lo[a], ones16);
                 hi[a] = _mm256_madd_epi16(hi[a], ones16);
@@ -109,6 +119,7 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8
 #endif
             const __m256i s0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16 * j)));
             const __m256i s1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16 * j + 8)));
+            #pragma GCC unroll 4
             for (int a = 0; a < nt; a++)
                 sumi[a] = _mm256_add_epi32(sumi[a], _mm256_add_epi32(_mm256_mullo_epi32(lo[a], s0), _mm256_mullo_epi32(hi[a], s1)));
         }
@@ -121,6 +132,7 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8
                                                            _mm_loadl_epi64((const __m128i *)(mn + 16 * p + 8))));
         const __m256 dvr = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d));
         const __m256 dmr = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->dmin));
+        #pragma GCC unroll 4
         for (int a = 0; a < nt; a++) {
             const __m256i bsv = _mm256_castsi128_si256(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[a]->bsums),
                                                                       _mm_loadu_si128((const __m128i *)(y[a]->bsums + 8))));
@@ -130,6 +142,7 @@ X8_INLINE void dot8n_q4_K(int nt, int64_t n, const block_q4_K_x8 *b, const uint8
             accm[a] = _mm256_fmadd_ps(_mm256_mul_ps(dmr, dy), _mm256_cvtepi32_ps(summ), accm[a]);
         }
     }
+    #pragma GCC unroll 4
     for (int a = 0; a < nt; a++) _mm256_storeu_ps(out + 8 * a, _mm256_sub_ps(acc[a], accm[a]));
 }
 
@@ -144,12 +157,15 @@ X8_INLINE void dot8n_q6_K(int nt, int64_t n, const block_q6_K_x8 *b, const uint8
     const __m256i low4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), ones16 = _mm256_set1_epi16(1);
     (void)ones16;
     __m256 acc[SKV_DOTN_MAX];
+    #pragma GCC unroll 4
     for (int a = 0; a < nt; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++, b++) {
         skv_prefetch_ahead(b, sizeof *b);
         const block_q8_K *y[SKV_DOTN_MAX];
+        #pragma GCC unroll 4
         for (int a = 0; a < nt; a++) y[a] = (const block_q8_K *)(const void *)(xa + a * xstride) + i;
         __m256i sumi[SKV_DOTN_MAX];
+        #pragma GCC unroll 4
         for (int a = 0; a < nt; a++) sumi[a] = _mm256_setzero_si256();
         #pragma GCC unroll 1
         for (int h = 0; h < 2; h++) {
@@ -172,6 +188,7 @@ X8_INLINE void dot8n_q6_K(int nt, int64_t n, const block_q6_K_x8 *b, const uint8
                     q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), low4), _mm256_and_si256(H, m30));
                     q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), low4),
                                            _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+                    #pragma GCC unroll 4
                     for (int a = 0; a < nt; a++) {
                         #pragma GCC unroll 4
                         for (int k = 0; k < 4; k++) {
@@ -194,6 +211,7 @@ X8_INLINE void dot8n_q6_K(int nt, int64_t n, const block_q6_K_x8 *b, const uint8
                 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
                     const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->sc + 8 * (8 * h + 2 * k + j))));
+                    #pragma GCC unroll 4
                     for (int a = 0; a < nt; a++) sumi[a] = _mm256_add_epi32(sumi[a], _mm256_mullo_epi32(g[a][k], sc));
                 }
             }
@@ -206,6 +224,7 @@ X8_INLINE void dot8n_q6_K(int nt, int64_t n, const block_q6_K_x8 *b, const uint8
             sp[q] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(b->sc + 16 * q)),
                                                            _mm_loadl_epi64((const __m128i *)(b->sc + 16 * q + 8))));
         const __m256 dvr = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b->d));
+        #pragma GCC unroll 4
         for (int a = 0; a < nt; a++) {
             const __m256i bsv = _mm256_loadu_si256((const __m256i *)y[a]->bsums);
             const __m256i off = x8_pair_dots(sp, 8, bsv);
@@ -213,6 +232,7 @@ X8_INLINE void dot8n_q6_K(int nt, int64_t n, const block_q6_K_x8 *b, const uint8
             acc[a] = _mm256_fmadd_ps(_mm256_mul_ps(dvr, _mm256_set1_ps(y[a]->d)), _mm256_cvtepi32_ps(tot), acc[a]);
         }
     }
+    #pragma GCC unroll 4
     for (int a = 0; a < nt; a++) _mm256_storeu_ps(out + 8 * a, acc[a]);
 }
 
@@ -228,6 +248,7 @@ X8_INLINE void dot8n_32(int kind, int nt, int64_t n, const uint8_t *w, const uin
     (void)ones16;
     const __m256i shl = _mm256_setr_epi64x(4, 3, 2, 1), shr = _mm256_setr_epi64x(0, 1, 2, 3);
     __m256 acc[SKV_DOTN_MAX], acco[SKV_DOTN_MAX];
+    #pragma GCC unroll 4
     for (int a = 0; a < nt; a++) acc[a] = acco[a] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++, w += bsz) {
         skv_prefetch_ahead(w, bsz);
@@ -249,6 +270,7 @@ X8_INLINE void dot8n_32(int kind, int nt, int64_t n, const uint8_t *w, const uin
         }
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w));
         const __m256 ov = hasm ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 16))) : dv;
+        #pragma GCC unroll 4
         for (int a = 0; a < nt; a++) {
             const skv_q8a *y = (const skv_q8a *)(const void *)(xa + a * xstride) + i;
             __m256i isum;
@@ -284,6 +306,7 @@ X8_INLINE void dot8n_32(int kind, int nt, int64_t n, const uint8_t *w, const uin
         }
     }
     const __m256 off = _mm256_set1_ps(kind == 0 ? -8.0f : kind == 2 ? -16.0f : 1.0f);
+    #pragma GCC unroll 4
     for (int a = 0; a < nt; a++) _mm256_storeu_ps(out + 8 * a, _mm256_fmadd_ps(off, acco[a], acc[a]));
 }
 
@@ -293,15 +316,18 @@ X8_INLINE void dot8n_q8_0(int nt, int64_t n, const uint8_t *w, const uint8_t *xa
     const __m256i ones16 = _mm256_set1_epi16(1);
     (void)ones16;   /* VNNI: dpbusd adds the pairs itself */
     __m256 acc[SKV_DOTN_MAX];
+    #pragma GCC unroll 4
     for (int a = 0; a < nt; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK8_0; i++, w += 272) {
         skv_prefetch_ahead(w, 272);
         __m256i s[SKV_DOTN_MAX];
+        #pragma GCC unroll 4
         for (int a = 0; a < nt; a++) s[a] = _mm256_setzero_si256();
         #pragma GCC unroll 8
         for (int t = 0; t < 8; t++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 16 + 32 * t));
             const __m256i av = _mm256_abs_epi8(v);
+            #pragma GCC unroll 4
             for (int a = 0; a < nt; a++) {
                 const skv_q8a *y = (const skv_q8a *)(const void *)(xa + a * xstride) + i;
                 int32_t ya;
@@ -315,11 +341,13 @@ X8_INLINE void dot8n_q8_0(int nt, int64_t n, const uint8_t *w, const uint8_t *xa
             }
         }
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w));
+        #pragma GCC unroll 4
         for (int a = 0; a < nt; a++) {
             const skv_q8a *y = (const skv_q8a *)(const void *)(xa + a * xstride) + i;
             acc[a] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(y->d)), _mm256_cvtepi32_ps(s[a]), acc[a]);
         }
     }
+    #pragma GCC unroll 4
     for (int a = 0; a < nt; a++) _mm256_storeu_ps(out + 8 * a, acc[a]);
 }
 

@@ -144,6 +144,7 @@ extern "C" int skv_cuda_compensate(float *out, const float *q, const skv_comp_ar
     if (a->n_hot < 0 || a->n_marg < 0) return skv_error("CUDA compensate: negative slot count");
     /* the kernel has no log(mult) term: refuse rather than weight merged slots as one token */
     if (a->mult) return skv_error("CUDA compensate: slot multiplicities (EMS merging) are not supported on the GPU");
+    if (a->head_mask) return skv_error("CUDA compensate: per-attention-head selection is not supported on the GPU");
     const float scale = 1.0f / sqrtf((float)a->d);
     float *ml = (float *)skv_cuda_workspace((size_t)a->g * 2 * sizeof(float));
     if (!ml) return skv_error_prefix("CUDA compensate (g=%d)", a->g);
