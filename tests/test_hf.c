@@ -376,8 +376,8 @@ static void test_bad_config(void **state) {
     write_text(pj(d, "config.json"), "{\"model_type\": ");
     expect_refused(d, "not a valid JSON object");
     FRESH("b", SKV_ARCH_LLAMA);
-    edit_config(d, "\"model_type\": \"llama\"", "\"model_type\": \"mistral\"");
-    expect_refused(d, "unsupported model_type 'mistral'");
+    edit_config(d, "\"model_type\": \"llama\"", "\"model_type\": \"phi3\"");
+    expect_refused(d, "unsupported model_type 'phi3'");
     FRESH("c", SKV_ARCH_LLAMA);   /* architectures fallback: drop model_type */
     edit_config(d, "\"model_type\": \"llama\",", "");
     skv_model *m = skv_model_load_hf(d);
@@ -387,8 +387,8 @@ static void test_bad_config(void **state) {
     edit_config(d, "LlamaForCausalLM", "GPT2LMHeadModel");
     expect_refused(d, "unsupported architecture 'GPT2LMHeadModel'");
     FRESH("d", SKV_ARCH_LLAMA);
-    edit_config(d, "\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}");
-    expect_refused(d, "rope_scaling");
+    edit_config(d, "\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2.0}");
+    expect_refused(d, "rope_scaling has rope_type 'yarn'");
     /* transformers >= 5 style: rope_parameters carries theta */
     FRESH("d2", SKV_ARCH_QWEN2);
     edit_config(d, "\"rope_theta\": 50000.0,", "\"rope_parameters\": {\"rope_theta\": 250000.0, \"rope_type\": \"default\"},");
@@ -398,7 +398,7 @@ static void test_bad_config(void **state) {
     assert_true(m->cfg.rope_theta == 250000.0f);
     skv_model_free(m);
     edit_config(d, "\"rope_type\": \"default\"}", "\"rope_type\": \"llama3\", \"factor\": 8.0}");
-    expect_refused(d, "rope_parameters is set with rope_type 'llama3'");
+    expect_refused(d, "rope_parameters (llama3) needs positive low_freq_factor");
     FRESH("d3", SKV_ARCH_LLAMA);
     edit_config(d, "\"rope_scaling\": null", "\"rope_scaling\": [1]");
     expect_refused(d, "rope_scaling must be an object or null");

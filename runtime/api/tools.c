@@ -43,7 +43,7 @@ int smallkv_print_model_info(const char *path, FILE *out) {
     char b1[32], b2[32];
     fprintf(out, "model           %s\n", path);
     fprintf(out, "name            %s\n", m->name ? m->name : "?");
-    fprintf(out, "architecture    %s\n", c->arch == SKV_ARCH_LLAMA ? "llama" : "qwen2");
+    fprintf(out, "architecture    %s\n", skv_arch_name(c->arch));
     fprintf(out, "layers          %d\n", c->n_layer);
     fprintf(out, "dim             %d\n", c->dim);
     fprintf(out, "heads           %d (kv heads %d, group %d)\n", c->n_head, c->n_kv_head, c->n_head / c->n_kv_head);
@@ -56,6 +56,16 @@ int smallkv_print_model_info(const char *path, FILE *out) {
     fprintf(out, "norm eps        %g\n", c->norm_eps);
     fprintf(out, "tied embeddings %s\n", c->tied_embeddings ? "yes" : "no");
     fprintf(out, "qkv biases      %s\n", c->has_qkv_bias ? "yes" : "no");
+    if (c->rope_scale)
+        fprintf(out, "rope scaling    %s, factor %g\n", c->rope_scale == SKV_ROPE_SCALE_LLAMA3 ? "llama3" : "linear",
+                (double)c->rope_factor);
+    if (c->sliding_window)
+        fprintf(out, "sliding window  %d tokens on %d of %d layers (local RoPE theta %g)\n", c->sliding_window,
+                c->n_window_layers, c->n_layer, (double)(c->rope_theta_local > 0 ? c->rope_theta_local : c->rope_theta));
+    if (c->has_qk_norm || c->has_post_norms || c->act || c->final_softcap > 0)
+        fprintf(out, "block           %s%s%s%s\n", c->has_qk_norm ? "q/k norms; " : "",
+                c->has_post_norms ? "post-attention/FFN norms; " : "", c->act ? "GeGLU (gelu tanh); " : "",
+                c->final_softcap > 0 ? "final logit softcap" : "");
     fprintf(out, "weights:\n");
     size_t total = 0;
     for (int t = 0; t < SKV_TYPE_COUNT; t++) {

@@ -203,9 +203,15 @@ size_t skv_cuda_model_bytes(const skv_cuda_model *dm) { return dm ? dm->bytes : 
 
 skv_cuda_model *skv_cuda_model_upload(const skv_model *m, int flags) {
     if (!m) { skv_error("skv_cuda_model_upload: no model"); return NULL; }
+    const skv_config *c = &m->cfg;
+    const char *extra = skv_config_extra_feature(c);
+    if (extra) {   /* the CUDA forward runs the plain llama / qwen2 block only */
+        skv_error("%s: the CUDA backend does not support %s (%s); use --device cpu", m->path ? m->path : "model",
+                  extra, skv_arch_name(c->arch));
+        return NULL;
+    }
     if (!skv_cuda_available()) return NULL;
     if (flags == 0) flags = SKV_CUDA_W_QUANT | SKV_CUDA_W_F16;
-    const skv_config *c = &m->cfg;
     if (c->head_dim > 256 || c->head_dim < 2 || c->n_kv_head < 1 || c->n_head % c->n_kv_head != 0) {
         skv_error("%s: CUDA forward: head_dim %d / %d heads / %d kv heads not supported (head_dim <= 256)",
                   m->path ? m->path : "model", c->head_dim, c->n_head, c->n_kv_head);

@@ -1,5 +1,6 @@
-/* forward.c: the Llama/Qwen2 decoder forward pass (prefill blocks and single-token decode)
- * over a contiguous fp16/fp32 KV cache. Reads top to bottom like llama2.c's forward():
+/* forward.c: the decoder forward pass (prefill blocks and single-token decode) over a
+ * contiguous fp16/fp32 KV cache, for every family runtime/model/ loads. The plain
+ * Llama/Qwen2 block reads top to bottom like llama2.c's forward():
  *
  *   tokens (T) -> x (T, C) embeddings
  *   per layer l:
@@ -14,9 +15,12 @@
  *     hb  = silu(xb Wgate^T) * (xb Wup^T)                  (T, F)
  *     x  += hb Wdown^T
  *   xb = rmsnorm(x) * out_norm; logits = xb Woutput^T      (1 or T, vocab)
+ * The other families add steps in block_qkv / block_out / skv_attention_window (skv_config): q/k norms per
+ * head before RoPE, RoPE from the layer's frequency table, a query scale, a sliding window per
+ * layer, post-attention / post-FFN norms, GeGLU, an embedding scale, final softcapping.
  * Every buffer lives in skv_state, allocated once in skv_state_new. A single decode token
  * without an attention hook, or with one that runs in a team (attn_team), takes
- * decode_one_region (the same steps in one OpenMP region). */
+ * decode_one_region (the same steps in one OpenMP region; plain Llama/Qwen2 blocks only). */
 #include "forward.h"
 #include "common/hugemem.h"
 #include "common/util.h"
@@ -152,6 +156,82 @@ static void cache_write(void *cache, const float *src, int T, int Hkv, int d, in
             skv_kv_store(cache, f16, ((size_t)h * S_cap + pos0 + t) * d, src + ((size_t)t * Hkv + h) * d, d);
 }
 
+/* ------------------------------------------------------------------ the block, any family
+ * The general path and the batches run the same steps on R stacked rows of a workspace w at
+ * positions w->pos; the family features (skv_config) switch extra steps on. */
+
+/* x (R, C) = embeddings of tokens (times embd_scale, Gemma) */
+static void embed_rows(skv_state *w, const skv_model *m, const int *tokens, int R) {
+    const int C = m->cfg.dim;
+    const float sc = m->cfg.embd_scale;
+    #pragma omp parallel for if (R > 4)
+    for (int r = 0; r < R; r++) {
+        float *x = w->x + (size_t)r * C;
+        skv_weight_row(&m->tok_embd, tokens[r], x);
+        if (sc != 0.0f)
+            for (int i = 0; i < C; i++) x[i] *= sc;
+    }
+}
+
+/* q (R, H*d), kx / vx (R, Hkv*d) of layer l from w->x: norm, products, biases, q/k norms,
+ * RoPE at w->pos (the layer's frequencies), and a query scale other than 1/sqrt(d) folded
+ * into q (the attention kernels divide by sqrt(d)) */
+static void block_qkv(skv_state *w, const skv_model *m, int l, int R) {
+    const skv_config *c = &m->cfg;
+    const skv_layer *L = &m->layers[l];
+    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim;
+    skv_rmsnorm(w->xb, w->x, L->attn_norm.data, R, C, c->norm_eps);
+    float *ys[3] = {w->q, w->kx, w->vx};
+    const skv_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+    skv_matmul_multi(ys, ws, 3, w->xb, R);
+    add_qkv_bias(w->q, w->kx, w->vx, L, R, H * d, Hkv * d);
+    if (L->q_norm.data) {   /* per head, in place */
+        skv_rmsnorm(w->q, w->q, L->q_norm.data, R * H, d, c->norm_eps);
+        skv_rmsnorm(w->kx, w->kx, L->k_norm.data, R * Hkv, d, c->norm_eps);
+    }
+    if (!skv_config_extra_feature(c)) {   /* plain llama / qwen2: the theta formula, as always */
+        skv_rope(w->q, w->pos, R, H, d, c->rope_theta, c->rope_mode);
+        skv_rope(w->kx, w->pos, R, Hkv, d, c->rope_theta, c->rope_mode);
+        return;
+    }
+    const float *inv = skv_model_rope_freq(m, l);
+    skv_rope_freq(w->q, w->pos, R, H, d, inv, c->rope_mode);
+    skv_rope_freq(w->kx, w->pos, R, Hkv, d, inv, c->rope_mode);
+    if (c->attn_scale != 0.0f) {
+        const float f = c->attn_scale * sqrtf((float)d);
+        if (f != 1.0f)
+            for (size_t i = 0; i < (size_t)R * H * d; i++) w->q[i] *= f;
+    }
+}
+
+/* the rest of layer l from the attention output w->att: output product, (post-attention
+ * norm), residual, (pre-)norm, gated MLP, (post-FFN norm), residual */
+static void block_out(skv_state *w, const skv_model *m, int l, int R) {
+    const skv_config *c = &m->cfg;
+    const skv_layer *L = &m->layers[l];
+    const int C = c->dim, F = c->ffn_dim;
+    skv_matmul(w->xb, w->att, &L->wo, R);
+    if (L->post_attn_norm.data) skv_rmsnorm(w->xb, w->xb, L->post_attn_norm.data, R, C, c->norm_eps);
+    add_into(w->x, w->xb, (size_t)R * C);
+    skv_rmsnorm(w->xb, w->x, L->ffn_norm.data, R, C, c->norm_eps);
+    float *ys[2] = {w->hb, w->hb2};
+    const skv_weight *ws[2] = {&L->w_gate, &L->w_up};
+    skv_matmul_multi(ys, ws, 2, w->xb, R);
+    if (c->act == SKV_ACT_GELU_TANH) skv_geglu(w->hb, w->hb, w->hb2, R * F);
+    else skv_swiglu(w->hb, w->hb, w->hb2, R * F);
+    skv_matmul(w->xb, w->hb, &L->w_down, R);
+    if (L->post_ffn_norm.data) skv_rmsnorm(w->xb, w->xb, L->post_ffn_norm.data, R, C, c->norm_eps);
+    add_into(w->x, w->xb, (size_t)R * C);
+}
+
+/* final norm, LM head (hv) and softcapping over R rows of w->x -> logits (R, hv rows) */
+static void head_rows(skv_state *w, const skv_model *m, const float *x, const skv_weight *hv, int R, float *logits) {
+    const skv_config *c = &m->cfg;
+    skv_rmsnorm(w->xb, x, m->out_norm.data, R, c->dim, c->norm_eps);
+    skv_matmul(logits, w->xb, hv, R);
+    if (c->final_softcap != 0.0f) skv_softcap(logits, (int)(R * hv->rows), c->final_softcap);
+}
+
 /* ------------------------------------------------------------------ decode, one region
  * A single token without an attention hook runs in ONE OpenMP parallel region instead of
  * five per layer: the matrix products (skv_gemv_team, skv_gemv_team_swiglu) and the
@@ -238,7 +318,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
     const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim;
     const int Q = H * d, KV = Hkv * d, pos0 = s->n_past;
     const bool head = n_layers == c->n_layer && opts->logits != SKV_LOGITS_NONE;
-    if ((opts->attn && !opts->attn_team) || d / 2 > 512 || !one_region_on()) return 0;
+    if ((opts->attn && !opts->attn_team) || d / 2 > 512 || !one_region_on() || skv_config_extra_feature(c)) return 0;
     const size_t ab = team_act_bytes(m, n_layers, head);
     if (!ab) return 0;
     /* per thread: x (C), xb (max(C, Q)), kv (2 KV), act (ab); then one attention workspace
@@ -338,8 +418,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
 int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts) {
     const skv_model *m = s->m;
     const skv_config *c = &m->cfg;
-    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, F = c->ffn_dim;
-    const int Q = H * d, KV = Hkv * d;
+    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim;
     skv_fwd_opts none = {0};
     if (!opts) opts = &none;
     if (T < 1 || T > s->T_max)
@@ -357,22 +436,11 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
     }
 
     /* embeddings: x (T, C) */
-    #pragma omp parallel for if (T > 4)
-    for (int t = 0; t < T; t++) skv_weight_row(&m->tok_embd, tokens[t], s->x + (size_t)t * C);
+    embed_rows(s, m, tokens, T);
     for (int t = 0; t < T; t++) s->pos[t] = pos0 + t;
 
     for (int l = 0; l < n_layers; l++) {
-        const skv_layer *L = &m->layers[l];
-        /* attention block */
-        skv_rmsnorm(s->xb, s->x, L->attn_norm.data, T, C, c->norm_eps);
-        {   /* q (T, H*d), kx (T, Hkv*d), vx (T, Hkv*d): one pass over xb */
-            float *ys[3] = {s->q, s->kx, s->vx};
-            const skv_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
-            skv_matmul_multi(ys, ws, 3, s->xb, T);
-        }
-        add_qkv_bias(s->q, s->kx, s->vx, L, T, Q, KV);
-        skv_rope(s->q, s->pos, T, H, d, c->rope_theta, c->rope_mode);
-        skv_rope(s->kx, s->pos, T, Hkv, d, c->rope_theta, c->rope_mode);
+        block_qkv(s, m, l, T);   /* q (T, H*d), kx, vx (T, Hkv*d), rotated */
         if (opts->attn) {
             /* the compressed-cache runtime owns the K/V storage (forward.h) */
             if (opts->attn(opts->attn_ctx, l, s->q, s->kx, s->vx, pos0, T, s->att) != 0) return -1;
@@ -384,34 +452,21 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
                 .colsum = opts->colsum ? opts->colsum[l] : NULL,
                 .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
             };
-            skv_attention(s->att, s->q, s->k[l], s->v[l], &a);   /* (T, H*d) */
+            skv_attention_window(s->att, s->q, s->k[l], s->v[l], &a, m->layers[l].window);   /* (T, H*d) */
         }
         if (skv_fwd_tail_skips_mlp(l, n_layers, c->n_layer)) break;
-        skv_matmul(s->xb, s->att, &L->wo, T);                /* (T, C) */
-        add_into(s->x, s->xb, (size_t)T * C);
-        /* MLP block */
-        skv_rmsnorm(s->xb, s->x, L->ffn_norm.data, T, C, c->norm_eps);
-        {   /* hb, hb2 (T, F) = gate, up */
-            float *ys[2] = {s->hb, s->hb2};
-            const skv_weight *ws[2] = {&L->w_gate, &L->w_up};
-            skv_matmul_multi(ys, ws, 2, s->xb, T);
-        }
-        skv_swiglu(s->hb, s->hb, s->hb2, T * F);
-        skv_matmul(s->xb, s->hb, &L->w_down, T);             /* (T, C) */
-        add_into(s->x, s->xb, (size_t)T * C);
+        block_out(s, m, l, T);
     }
     s->n_past += T;
     if (n_layers < c->n_layer || opts->logits == SKV_LOGITS_NONE) return 0;
 
     /* final norm and LM head, only for the rows asked for */
     if (opts->logits == SKV_LOGITS_LAST) {
-        skv_rmsnorm(s->xb, s->x + (size_t)(T - 1) * C, m->out_norm.data, 1, C, c->norm_eps);
         const skv_weight hv = head_view(m, opts);
-        skv_matmul(s->logits, s->xb, &hv, 1);
+        head_rows(s, m, s->x + (size_t)(T - 1) * C, &hv, 1, s->logits);
         head_fill(s->logits, &hv, c->vocab);
     } else {
-        skv_rmsnorm(s->xb, s->x, m->out_norm.data, T, C, c->norm_eps);
-        skv_matmul(s->logits, s->xb, &m->output, T);
+        head_rows(s, m, s->x, &m->output, T, s->logits);
     }
     return 0;
 }
@@ -450,7 +505,7 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
         return skv_error("skv_forward_batch: batch of %d (allowed 1 .. %d)", n, b ? b->n_max : 0);
     const skv_model *m = b->m;
     const skv_config *c = &m->cfg;
-    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, F = c->ffn_dim, V = c->vocab;
+    const int C = c->dim, H = c->n_head, Hkv = c->n_kv_head, d = c->head_dim, V = c->vocab;
     const int Q = H * d, KV = Hkv * d;
     static const skv_fwd_opts none = {0};
     const int nl0 = opts ? opts[0].n_layers : 0;
@@ -476,22 +531,12 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
     const int n_layers = nl0 > 0 && nl0 < c->n_layer ? nl0 : c->n_layer;
     skv_state *w = b->ws;
 
-    #pragma omp parallel for if (R > 4)
-    for (int r = 0; r < R; r++) skv_weight_row(&m->tok_embd, tokens[r], w->x + (size_t)r * C);
+    embed_rows(w, m, tokens, R);
     for (int i = 0, r = 0; i < n; i++)
         for (int t = 0; t < nrow[i]; t++) w->pos[r++] = states[i]->n_past + t;
 
     for (int l = 0; l < n_layers; l++) {
-        const skv_layer *L = &m->layers[l];
-        skv_rmsnorm(w->xb, w->x, L->attn_norm.data, R, C, c->norm_eps);
-        {   /* q (R, H*d), kx (R, Hkv*d), vx (R, Hkv*d): one pass over xb */
-            float *ys[3] = {w->q, w->kx, w->vx};
-            const skv_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
-            skv_matmul_multi(ys, ws, 3, w->xb, R);
-        }
-        add_qkv_bias(w->q, w->kx, w->vx, L, R, Q, KV);
-        skv_rope(w->q, w->pos, R, H, d, c->rope_theta, c->rope_mode);   /* row r at pos[r] */
-        skv_rope(w->kx, w->pos, R, Hkv, d, c->rope_theta, c->rope_mode);
+        block_qkv(w, m, l, R);   /* row r at pos[r] */
         for (int i = 0, r = 0; i < n; i++) {
             skv_state *s = states[i];
             const int T = nrow[i];
@@ -509,22 +554,12 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
                     .colsum = o->colsum ? o->colsum[l] : NULL,
                     .lastrow = o->lastrow ? o->lastrow[l] : NULL,
                 };
-                skv_attention(att, q, s->k[l], s->v[l], &a);
+                skv_attention_window(att, q, s->k[l], s->v[l], &a, m->layers[l].window);
             }
             r += T;
         }
         if (skv_fwd_tail_skips_mlp(l, n_layers, c->n_layer)) break;
-        skv_matmul(w->xb, w->att, &L->wo, R);
-        add_into(w->x, w->xb, (size_t)R * C);
-        skv_rmsnorm(w->xb, w->x, L->ffn_norm.data, R, C, c->norm_eps);
-        {   /* hb, hb2 (R, F) = gate, up */
-            float *ys[2] = {w->hb, w->hb2};
-            const skv_weight *ws[2] = {&L->w_gate, &L->w_up};
-            skv_matmul_multi(ys, ws, 2, w->xb, R);
-        }
-        skv_swiglu(w->hb, w->hb, w->hb2, R * F);
-        skv_matmul(w->xb, w->hb, &L->w_down, R);
-        add_into(w->x, w->xb, (size_t)R * C);
+        block_out(w, m, l, R);
     }
     for (int i = 0; i < n; i++) states[i]->n_past += nrow[i];
     if (n_layers < c->n_layer) return 0;
@@ -551,8 +586,7 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
         if ((opts ? opts[i].logits : SKV_LOGITS_LAST) != SKV_LOGITS_NONE && e.rows > hv.rows) hv.rows = e.rows;
     }
     const size_t HR = (size_t)hv.rows;
-    skv_rmsnorm(w->xb, w->x, m->out_norm.data, nr, C, c->norm_eps);
-    skv_matmul(w->logits, w->xb, &hv, nr);   /* (nr, HR) */
+    head_rows(w, m, w->x, &hv, nr, w->logits);   /* (nr, HR) */
     for (int i = 0, j = 0; i < n; i++) {
         const int T = nrow[i];
         const skv_logits_mode lm = opts ? opts[i].logits : SKV_LOGITS_LAST;

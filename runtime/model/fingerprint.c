@@ -44,7 +44,7 @@ static bool hash_weight(skv_sha256_ctx *c, const skv_weight *w, bool full) {
 int skv_fp_from_model(const skv_model *m, bool full, skv_model_fp *fp) {
     memset(fp, 0, sizeof *fp);
     const skv_config *cf = &m->cfg;
-    snprintf(fp->arch, sizeof fp->arch, "%s", cf->arch == SKV_ARCH_QWEN2 ? "qwen2" : "llama");
+    snprintf(fp->arch, sizeof fp->arch, "%s", skv_arch_name(cf->arch));
     snprintf(fp->name, sizeof fp->name, "%s", m->name ? m->name : (m->path ? m->path : ""));
     fp->n_layer = cf->n_layer; fp->n_head = cf->n_head; fp->n_kv_head = cf->n_kv_head;
     fp->head_dim = cf->head_dim; fp->dim = cf->dim; fp->vocab = cf->vocab;
@@ -64,6 +64,10 @@ int skv_fp_weight_hash(const skv_model *m, bool full, char hex[65]) {
         const skv_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq, &L->bk, &L->bv,
                                   &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t k = 0; ok && k < sizeof ws / sizeof ws[0]; k++) ok = hash_weight(&c, ws[k], full);
+        /* the newer families' norms, only where present (plain models keep their hashes) */
+        if (ok && L->q_norm.data) ok = hash_weight(&c, &L->q_norm, full) && hash_weight(&c, &L->k_norm, full);
+        if (ok && L->post_attn_norm.data)
+            ok = hash_weight(&c, &L->post_attn_norm, full) && hash_weight(&c, &L->post_ffn_norm, full);
     }
     if (!ok) return skv_error_prefix("%s: weight fingerprint", m->path ? m->path : "model");
     uint8_t d[32];

@@ -1,13 +1,19 @@
-/* model.c: build a skv_model from a GGUF file (llama / qwen2), dispatch loading of a
- * path to the GGUF or Hugging Face loader, free either kind, and KV-size arithmetic.
+/* model.c: build a skv_model from a GGUF file (llama incl. Llama 3 RoPE scaling and a
+ * sliding window, qwen2, qwen3, gemma3), dispatch loading of a path to the GGUF or Hugging
+ * Face loader, free either kind, and KV-size arithmetic.
  *
  * GGUF layout facts used here: tensor ne[0] is the row length (input dim), ne[1] the rows.
  *   token_embd.weight  (vocab, C)          output.weight (vocab, C), absent -> tied
  *   blk.N.attn_q       (H*d, C)            attn_k / attn_v (Hkv*d, C)
  *   blk.N.attn_output  (C, H*d)            ffn_gate / ffn_up (F, C), ffn_down (C, F)
  *   *_norm.weight      (C) F32             blk.N.attn_{q,k,v}.bias (qwen2) F32
- * The llama converter permutes Q/K rows so that RoPE pairs are adjacent; qwen2 files keep
- * the Hugging Face layout (pairs are d/2 apart). */
+ *   blk.N.attn_{q,k}_norm (d) F32 (qwen3, gemma3)   blk.N.post_attention_norm, post_ffw_norm (gemma3)
+ *   rope_freqs.weight  (d/2) F32: Llama 3's per-frequency divisors (the converter's llama3 scaling)
+ * The llama converter permutes Q/K rows so that RoPE pairs are adjacent; qwen2/qwen3/gemma3
+ * files keep the Hugging Face layout (pairs are d/2 apart). The gemma3 converter stores its
+ * norms as 1 + w already. Gemma 3's fixed facts the file does not carry are llama.cpp's:
+ * every 6th layer global (sliding_window_pattern when present), local RoPE base 10000,
+ * query scale 1/sqrt(head_dim) (1/sqrt(C/H) for the 62-layer 27B). */
 #include "model.h"
 #include "runtime/format/gguf.h"
 #include "common/hugemem.h"
@@ -15,6 +21,7 @@
 #include "common/util.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -38,6 +45,8 @@ void skv_model_free(skv_model *m) {
     if (m->gguf) gguf_close((gguf_file *)m->gguf);
     if (m->hf) skv_hf_free(m->hf);
     free(m->layers);
+    free(m->rope_freq);
+    free(m->rope_freq_local);
     free(m->name);
     free(m->path);
     free(m);
@@ -109,6 +118,44 @@ static int bind(const gguf_file *f, skv_weight *w, const char *name, int64_t row
     return 0;
 }
 
+/* The GGUF keys beyond the plain llama/qwen2 block: RoPE scaling, sliding windows, Gemma 3. */
+static int load_config_ext(const gguf_file *f, const char *arch, skv_config *c) {
+    char k[160];
+    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+    char *st = gguf_find(f, k) ? gguf_get_str(f, k) : NULL;
+    if (gguf_find(f, k) && !st) return skv_error_prefix("%s: %s", f->path, k);
+    if (st && strcmp(st, "none") != 0) {
+        int lin = !strcmp(st, "linear");
+        if (!lin) {
+            skv_error("%s: %s is '%.32s': RoPE scaling of that type is not supported (supported: none, linear, "
+                      "and llama3 through rope_freqs)", f->path, k, st);
+            free(st);
+            return -1;
+        }
+        c->rope_scale = SKV_ROPE_SCALE_LINEAR;
+        if (get_float(f, arch, "rope.scaling.factor", 1.0f, &c->rope_factor)) { free(st); return -1; }
+    }
+    free(st);
+    float cap = 0.0f;
+    if (get_float(f, arch, "attn_logit_softcapping", 0.0f, &cap)) return -1;
+    if (cap != 0.0f) return skv_error("%s: %s.attn_logit_softcapping is set: attention-logit softcapping is not supported", f->path, arch);
+    if (get_float(f, arch, "final_logit_softcapping", 0.0f, &c->final_softcap)) return -1;
+    snprintf(k, sizeof k, "%s.attention.sliding_window", arch);
+    if (gguf_find(f, k) && get_int(f, arch, "attention.sliding_window", 0, &c->sliding_window)) return -1;
+    if (c->arch == SKV_ARCH_QWEN2 && c->sliding_window)
+        return skv_error("%s: qwen2 with a sliding window is not supported", f->path);
+    if (c->arch == SKV_ARCH_QWEN3) c->has_qk_norm = 1;
+    if (c->arch == SKV_ARCH_GEMMA3) {
+        if (!c->sliding_window) return skv_error("%s: gemma3 without %s.attention.sliding_window", f->path, arch);
+        c->has_qk_norm = c->has_post_norms = 1;
+        c->act = SKV_ACT_GELU_TANH;
+        c->embd_scale = sqrtf((float)c->dim);
+        c->rope_theta_local = 10000.0f;
+        c->attn_scale = 1.0f / sqrtf(c->n_layer == 62 ? (float)(c->dim / c->n_head) : (float)c->head_dim);
+    }
+    return skv_config_check(c, f->path);
+}
+
 static int load_config(const gguf_file *f, skv_config *c, char **arch_out) {
     char *arch = gguf_get_str(f, "general.architecture");
     if (!arch) return skv_error_prefix("%s: cannot read the architecture", f->path);
@@ -116,11 +163,14 @@ static int load_config(const gguf_file *f, skv_config *c, char **arch_out) {
     if (strcmp(arch, "llama") == 0) {
         c->arch = SKV_ARCH_LLAMA;
         c->rope_mode = SKV_ROPE_ADJACENT;
-    } else if (strcmp(arch, "qwen2") == 0) {
-        c->arch = SKV_ARCH_QWEN2;
+    } else if (strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0) {
+        c->arch = arch[4] == '2' ? SKV_ARCH_QWEN2 : SKV_ARCH_QWEN3;
+        c->rope_mode = SKV_ROPE_HALVES;
+    } else if (strcmp(arch, "gemma3") == 0) {
+        c->arch = SKV_ARCH_GEMMA3;
         c->rope_mode = SKV_ROPE_HALVES;
     } else {
-        return skv_error("%s: unsupported architecture '%s' (supported: llama, qwen2)", f->path, arch);
+        return skv_error("%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, gemma3)", f->path, arch);
     }
     if (get_int(f, arch, "block_count", -1, &c->n_layer) || get_int(f, arch, "embedding_length", -1, &c->dim) ||
         get_int(f, arch, "feed_forward_length", -1, &c->ffn_dim) ||
@@ -146,7 +196,7 @@ static int load_config(const gguf_file *f, skv_config *c, char **arch_out) {
         return -1;
     if (!(c->rope_theta > 0) || !(c->norm_eps > 0))
         return skv_error("%s: bad rope theta %g or norm epsilon %g", f->path, c->rope_theta, c->norm_eps);
-    return 0;
+    return load_config_ext(f, arch, c);
 }
 
 static skv_model *load_gguf(const char *path, int flags) {
@@ -186,6 +236,8 @@ static skv_model *load_gguf(const char *path, int flags) {
     m->layers = skv_calloc((size_t)c->n_layer, sizeof *m->layers, "model layers");
     if (!m->layers) goto fail;
     c->has_qkv_bias = -1;
+    int swa_pattern = 6;
+    if (get_int(f, arch, "attention.sliding_window_pattern", 6, &swa_pattern)) goto fail;
     for (int l = 0; l < c->n_layer; l++) {
         skv_layer *L = &m->layers[l];
         char n[96];
@@ -199,13 +251,33 @@ static skv_model *load_gguf(const char *path, int flags) {
             B(bq, "attn_q.bias", 1, Q, true, true) || B(bk, "attn_k.bias", 1, KV, true, true) ||
             B(bv, "attn_v.bias", 1, KV, true, true))
             goto fail;
+        if ((c->has_qk_norm && (B(q_norm, "attn_q_norm.weight", 1, c->head_dim, true, false) ||
+                                B(k_norm, "attn_k_norm.weight", 1, c->head_dim, true, false))) ||
+            (c->has_post_norms && (B(post_attn_norm, "post_attention_norm.weight", 1, C, true, false) ||
+                                   B(post_ffn_norm, "post_ffw_norm.weight", 1, C, true, false))))
+            goto fail;
+        if (!c->has_qk_norm && (gguf_find_tensor(f, (snprintf(n, sizeof n, "blk.%d.attn_q_norm.weight", l), n)) ||
+                                gguf_find_tensor(f, (snprintf(n, sizeof n, "blk.%d.post_attention_norm.weight", l), n)))) {
+            skv_error("%s: tensor '%s' is not part of a %s block (unsupported)", path, n, arch);
+            goto fail;
+        }
 #undef B
+        L->window = c->sliding_window && (c->arch != SKV_ARCH_GEMMA3 || (l + 1) % swa_pattern != 0) ? c->sliding_window : 0;
+        c->n_window_layers += L->window != 0;
         int nb = (L->bq.data != NULL) + (L->bk.data != NULL) + (L->bv.data != NULL);
         if (nb != 0 && nb != 3) { skv_error("%s: layer %d has only some of the q/k/v biases", path, l); goto fail; }
         if (c->has_qkv_bias == -1) c->has_qkv_bias = nb == 3;
         else if (c->has_qkv_bias != (nb == 3)) { skv_error("%s: layer %d: q/k/v biases present in some layers only", path, l); goto fail; }
     }
     if (c->has_qkv_bias < 0) c->has_qkv_bias = 0;
+    if (c->has_qkv_bias && c->arch != SKV_ARCH_QWEN2) { skv_error("%s: q/k/v biases in a %s model (unsupported)", path, arch); goto fail; }
+    {   /* Llama 3: the converter's per-frequency divisors */
+        skv_weight rf;
+        if (bind(f, &rf, "rope_freqs.weight", 1, c->head_dim / 2, true, true, &tot)) goto fail;
+        if (rf.data) c->rope_scale = c->rope_scale ? c->rope_scale : SKV_ROPE_SCALE_LLAMA3;
+        if (rf.data && c->rope_scale != SKV_ROPE_SCALE_LLAMA3) { skv_error("%s: rope_freqs together with linear RoPE scaling (unsupported)", path); goto fail; }
+        if (skv_model_rope_init(m, rf.data) != 0) goto fail;
+    }
     m->weight_bytes = tot;
 
     m->name = gguf_get_str(f, "general.name");

@@ -1,11 +1,13 @@
 /* model_hf.c: load a Hugging Face model directory (config.json + *.safetensors, optionally
- * sharded via model.safetensors.index.json, optional tokenizer.json) into a skv_model.
+ * sharded via model.safetensors.index.json, optional tokenizer.json) into a skv_model
+ * (config.json itself: hf_config.c). Gemma 3's norms scale by (1 + w): the loader adds the 1
+ * to its F32 copies, as the GGUF converter does, so the forward pass has one RMSNorm.
  *
  * Matrices point straight into the safetensors maps (F32/F16/BF16; HF linear weights are
  * [out, in] row-major = our rows x cols). Norm weights and biases are converted to F32
  * buffers owned by the hf storage. HF checkpoints keep Q/K rows in the "halves" RoPE
  * order for both llama and qwen2, so rope_mode = SKV_ROPE_HALVES. */
-#include "model.h"
+#include "hf_config.h"
 #include "runtime/format/safetensors.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
@@ -58,159 +60,6 @@ static char *join(const char *dir, const char *name) {
 static int file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
-}
-
-/* ---- config.json ---- */
-
-/* Integer field: 1 ok, 0 absent (or null), -1 present but not a positive int. */
-static int cfg_int(const cJSON *root, const char *key, int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1) || v->valuedouble > INT_MAX ||
-        (double)(int)v->valuedouble != v->valuedouble)
-        return -1;
-    *out = (int)v->valuedouble;
-    return 1;
-}
-
-static int cfg_float(const cJSON *root, const char *key, float *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) return -1;
-    *out = (float)v->valuedouble;
-    return 1;
-}
-
-static int cfg_bool(const cJSON *root, const char *key, int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsBool(v)) return -1;
-    *out = cJSON_IsTrue(v);
-    return 1;
-}
-
-static int parse_config(const char *path, skv_config *c) {
-    size_t len;
-    char *text = skv_read_file(path, &len);
-    if (!text) return -1;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return skv_error("%s: not a valid JSON object", path);
-    }
-    int rc = -1;
-    memset(c, 0, sizeof *c);
-
-    /* architecture: model_type, else architectures[0] */
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    const cJSON *ar = cJSON_GetObjectItemCaseSensitive(root, "architectures");
-    const char *arch = cJSON_IsString(mt) ? mt->valuestring : NULL;
-    if (arch && !strcmp(arch, "llama")) c->arch = SKV_ARCH_LLAMA;
-    else if (arch && !strcmp(arch, "qwen2")) c->arch = SKV_ARCH_QWEN2;
-    else if (!arch && cJSON_IsArray(ar) && cJSON_IsString(cJSON_GetArrayItem(ar, 0))) {
-        arch = cJSON_GetArrayItem(ar, 0)->valuestring;
-        if (!strcmp(arch, "LlamaForCausalLM")) c->arch = SKV_ARCH_LLAMA;
-        else if (!strcmp(arch, "Qwen2ForCausalLM")) c->arch = SKV_ARCH_QWEN2;
-        else { skv_error("%s: unsupported architecture '%.64s' (need LlamaForCausalLM or "
-                         "Qwen2ForCausalLM)", path, arch); goto out; }
-    } else if (arch) {
-        skv_error("%s: unsupported model_type '%.64s' (need llama or qwen2)", path, arch);
-        goto out;
-    } else {
-        skv_error("%s: no model_type or architectures field", path);
-        goto out;
-    }
-
-    static const struct { const char *key; size_t off; } req[] = {
-        {"hidden_size", offsetof(skv_config, dim)},
-        {"intermediate_size", offsetof(skv_config, ffn_dim)},
-        {"num_hidden_layers", offsetof(skv_config, n_layer)},
-        {"num_attention_heads", offsetof(skv_config, n_head)},
-        {"vocab_size", offsetof(skv_config, vocab)},
-    };
-    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
-        int r = cfg_int(root, req[i].key, (int *)((char *)c + req[i].off));
-        if (r == 0) { skv_error("%s: missing %s", path, req[i].key); goto out; }
-        if (r < 0) { skv_error("%s: %s must be a positive integer", path, req[i].key); goto out; }
-    }
-    c->n_kv_head = c->n_head;
-    c->head_dim = c->dim / c->n_head;
-    c->ctx_max = c->arch == SKV_ARCH_QWEN2 ? 32768 : 2048;
-    c->rope_theta = 10000.0f;
-    c->norm_eps = 1e-6f;
-    if (cfg_int(root, "num_key_value_heads", &c->n_kv_head) < 0 ||
-        cfg_int(root, "head_dim", &c->head_dim) < 0 ||
-        cfg_int(root, "max_position_embeddings", &c->ctx_max) < 0) {
-        skv_error("%s: num_key_value_heads, head_dim and max_position_embeddings must be "
-                  "positive integers", path);
-        goto out;
-    }
-    if (cfg_float(root, "rope_theta", &c->rope_theta) < 0 ||
-        cfg_float(root, "rms_norm_eps", &c->norm_eps) < 0) {
-        skv_error("%s: rope_theta and rms_norm_eps must be positive numbers", path);
-        goto out;
-    }
-    /* Both LlamaConfig and Qwen2Config default tie_word_embeddings to false. */
-    c->tied_embeddings = 0;
-    int attn_bias = 0, mlp_bias = 0, sliding = 0;
-    if (cfg_bool(root, "tie_word_embeddings", &c->tied_embeddings) < 0 ||
-        cfg_bool(root, "attention_bias", &attn_bias) < 0 || cfg_bool(root, "mlp_bias", &mlp_bias) < 0 ||
-        cfg_bool(root, "use_sliding_window", &sliding) < 0) {
-        skv_error("%s: tie_word_embeddings, attention_bias, mlp_bias and use_sliding_window must be "
-                  "true or false", path);
-        goto out;
-    }
-    /* qwen2 always has q/k/v biases (and no o bias); llama's attention_bias would add an
-     * o_proj bias too, which the engine does not have. */
-    if (c->arch == SKV_ARCH_QWEN2) c->has_qkv_bias = 1;
-    else if (attn_bias) { skv_error("%s: attention_bias=true (q/k/v/o biases) is not supported for llama", path); goto out; }
-    if (mlp_bias) { skv_error("%s: mlp_bias=true is not supported", path); goto out; }
-    if (sliding) { skv_error("%s: use_sliding_window=true is not supported", path); goto out; }
-
-    /* RoPE: transformers < 5 writes rope_theta + rope_scaling (null = plain RoPE);
-     * transformers >= 5 writes rope_parameters {"rope_theta": .., "rope_type": "default"}.
-     * Only plain ("default") RoPE is supported. */
-    static const char *const rope_keys[] = {"rope_scaling", "rope_parameters"};
-    for (int i = 0; i < 2; i++) {
-        const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, rope_keys[i]);
-        if (!rs || cJSON_IsNull(rs)) continue;
-        if (!cJSON_IsObject(rs)) { skv_error("%s: %s must be an object or null", path, rope_keys[i]); goto out; }
-        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-        if (!ty) ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
-        if (!(cJSON_IsString(ty) && !strcmp(ty->valuestring, "default"))) {
-            skv_error("%s: %s is set with rope_type '%.32s': RoPE scaling is not supported (only "
-                      "plain RoPE)", path, rope_keys[i], cJSON_IsString(ty) ? ty->valuestring : "?");
-            goto out;
-        }
-        if (cfg_float(rs, "rope_theta", &c->rope_theta) < 0) {
-            skv_error("%s: %s.rope_theta must be a positive number", path, rope_keys[i]);
-            goto out;
-        }
-    }
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
-    if (act && !(cJSON_IsString(act) && !strcmp(act->valuestring, "silu"))) {
-        skv_error("%s: hidden_act must be \"silu\"", path);
-        goto out;
-    }
-    if (c->n_head % c->n_kv_head != 0) {
-        skv_error("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,
-                  c->n_head, c->n_kv_head);
-        goto out;
-    }
-    if (c->head_dim % 2 != 0 || c->head_dim == 0) {
-        skv_error("%s: head_dim %d must be even and positive", path, c->head_dim);
-        goto out;
-    }
-    if ((int64_t)c->n_head * c->head_dim > INT_MAX || c->n_layer > 4096) {
-        skv_error("%s: implausible sizes (%d layers, %d heads of %d)", path, c->n_layer, c->n_head, c->head_dim);
-        goto out;
-    }
-    c->rope_mode = SKV_ROPE_HALVES;
-    rc = 0;
-out:
-    cJSON_Delete(root);
-    return rc;
 }
 
 /* ---- tensors ---- */
@@ -343,8 +192,8 @@ static int load_matrix(loader *L, skv_weight *w, const char *name, int64_t rows,
     return 0;
 }
 
-/* A [n] vector, always converted to an owned F32 buffer. */
-static int load_vector(loader *L, skv_weight *w, const char *name, int64_t n) {
+/* A [n] vector, always converted to an owned F32 buffer, plus `add` (Gemma's 1 + w). */
+static int load_vector_add(loader *L, skv_weight *w, const char *name, int64_t n, float add) {
     const safetensors_file *f;
     const safetensors_tensor *t = get(L, name, n, 0, &f);
     if (!t) return -1;
@@ -358,6 +207,7 @@ static int load_vector(loader *L, skv_weight *w, const char *name, int64_t n) {
             memcpy(&h, src + 2 * i, 2);
             dst[i] = t->type == SKV_F16 ? skv_f16_to_f32(h) : skv_bf16_to_f32(h);
         }
+        dst[i] += add;
     }
     w->type = SKV_F32;
     w->rows = n;
@@ -366,24 +216,30 @@ static int load_vector(loader *L, skv_weight *w, const char *name, int64_t n) {
     return 0;
 }
 
+static int load_vector(loader *L, skv_weight *w, const char *name, int64_t n) {
+    return load_vector_add(L, w, name, n, 0.0f);
+}
+
 static int load_weights(loader *L, skv_model *m) {
     const skv_config *c = &m->cfg;
+    const int gemma = c->arch == SKV_ARCH_GEMMA3;
+    const float one = gemma ? 1.0f : 0.0f;   /* Gemma3RMSNorm: x / rms(x) * (1 + w) */
     int64_t C = c->dim, F = c->ffn_dim, V = c->vocab;
     int64_t QD = (int64_t)c->n_head * c->head_dim, KD = (int64_t)c->n_kv_head * c->head_dim;
     char nm[128];
     if (load_matrix(L, &m->tok_embd, "model.embed_tokens.weight", V, C) != 0) return -1;
-    if (load_vector(L, &m->out_norm, "model.norm.weight", C) != 0) return -1;
+    if (load_vector_add(L, &m->out_norm, "model.norm.weight", C, one) != 0) return -1;
     if (c->tied_embeddings) m->output = m->tok_embd;
     else if (load_matrix(L, &m->output, "lm_head.weight", V, C) != 0) return -1;
     for (int l = 0; l < c->n_layer; l++) {
         skv_layer *ly = &m->layers[l];
 #define P(suffix) (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix), nm)
-        if (load_vector(L, &ly->attn_norm, P("input_layernorm.weight"), C) ||
+        if (load_vector_add(L, &ly->attn_norm, P("input_layernorm.weight"), C, one) ||
             load_matrix(L, &ly->wq, P("self_attn.q_proj.weight"), QD, C) ||
             load_matrix(L, &ly->wk, P("self_attn.k_proj.weight"), KD, C) ||
             load_matrix(L, &ly->wv, P("self_attn.v_proj.weight"), KD, C) ||
             load_matrix(L, &ly->wo, P("self_attn.o_proj.weight"), C, QD) ||
-            load_vector(L, &ly->ffn_norm, P("post_attention_layernorm.weight"), C) ||
+            load_vector_add(L, &ly->ffn_norm, P(gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"), C, one) ||
             load_matrix(L, &ly->w_gate, P("mlp.gate_proj.weight"), F, C) ||
             load_matrix(L, &ly->w_up, P("mlp.up_proj.weight"), F, C) ||
             load_matrix(L, &ly->w_down, P("mlp.down_proj.weight"), C, F))
@@ -392,6 +248,14 @@ static int load_weights(loader *L, skv_model *m) {
             (load_vector(L, &ly->bq, P("self_attn.q_proj.bias"), QD) ||
              load_vector(L, &ly->bk, P("self_attn.k_proj.bias"), KD) ||
              load_vector(L, &ly->bv, P("self_attn.v_proj.bias"), KD)))
+            return -1;
+        if (c->has_qk_norm &&
+            (load_vector_add(L, &ly->q_norm, P("self_attn.q_norm.weight"), c->head_dim, one) ||
+             load_vector_add(L, &ly->k_norm, P("self_attn.k_norm.weight"), c->head_dim, one)))
+            return -1;
+        if (c->has_post_norms &&
+            (load_vector_add(L, &ly->post_attn_norm, P("post_attention_layernorm.weight"), C, one) ||
+             load_vector_add(L, &ly->post_ffn_norm, P("post_feedforward_layernorm.weight"), C, one)))
             return -1;
 #undef P
     }
@@ -412,13 +276,16 @@ skv_model *skv_model_load_hf(const char *dir) {
     skv_model *m = skv_calloc(1, sizeof *m, "skv_model");
     if (!m) return NULL;
     char *cfg_path = NULL, *tok_path = NULL;
+    int *windowed = NULL;
     loader L = {.dir = dir};
     if (!(m->path = skv_strdup(dir)) || !(m->name = dir_name(dir))) goto fail;
     if (!(cfg_path = join(dir, "config.json"))) goto fail;
     if (!file_exists(cfg_path)) { skv_error("%s: no config.json (not a Hugging Face model directory)", dir); goto fail; }
-    if (parse_config(cfg_path, &m->cfg) != 0) goto fail;
+    if (skv_hf_parse_config(cfg_path, &m->cfg, &windowed) != 0) goto fail;
     if (!(m->hf = L.hf = skv_calloc(1, sizeof(skv_hf), "hf storage"))) goto fail;
     if (!(m->layers = skv_calloc((size_t)m->cfg.n_layer, sizeof *m->layers, "layers"))) goto fail;
+    for (int l = 0; l < m->cfg.n_layer; l++) m->layers[l].window = windowed[l] ? m->cfg.sliding_window : 0;
+    if (skv_model_rope_init(m, NULL) != 0) goto fail;
     if (open_shards(&L) != 0 || load_weights(&L, m) != 0) goto fail;
     m->weight_bytes = L.weight_bytes;
 
@@ -434,8 +301,10 @@ skv_model *skv_model_load_hf(const char *dir) {
     }
     free(cfg_path);
     free(tok_path);
+    free(windowed);
     return m;
 fail:
+    free(windowed);
     free(cfg_path);
     free(tok_path);
     skv_model_free(m);   /* frees tok, hf storage, layers, name, path */

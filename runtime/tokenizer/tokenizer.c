@@ -127,7 +127,9 @@ int skv_tok_index_vocab(skv_tokenizer *t) {
     for (int pass = 0; pass < 2; pass++)
         for (int id = 0; id < t->n_vocab; id++) {
             if (!t->tok[id]) continue;
-            int normal = t->tok_type[id] == SKV_TOKT_NORMAL || t->tok_type[id] == SKV_TOKT_BYTE;
+            /* SentencePiece: byte pieces (<0x41> is stored as "A") after the others, so a
+             * piece's text finds the piece (skv_spm_encode takes bytes from byte_id) */
+            int normal = t->tok_type[id] == SKV_TOKT_NORMAL || (t->tok_type[id] == SKV_TOKT_BYTE && !t->spm);
             if (normal == (pass == 0)) vocab_insert(t, id);
         }
     return 0;
@@ -270,7 +272,7 @@ void skv_tokenizer_free(skv_tokenizer *t) {
         for (int i = 0; i < t->n_vocab; i++) free(t->tok[i]);
     free(t->tok); free(t->tok_len); free(t->tok_type); free(t->vslot);
     free(t->merge_a); free(t->merge_b); free(t->merge_res); free(t->mkey); free(t->mrank);
-    free(t->special); free(t->chat_template);
+    free(t->special); free(t->chat_template); free(t->score);
     free(t);
 }
 
@@ -282,8 +284,12 @@ skv_tokenizer *skv_tokenizer_from_gguf(const void *gguf) {
     const char *path = f->path ? f->path : "gguf";
     char *model = gguf_get_str(f, "tokenizer.ggml.model");
     if (!model) { skv_error_prefix("%s: no tokenizer", path); return NULL; }
+    if (strcmp(model, "llama") == 0) {   /* SentencePiece (Gemma): tokenizer_spm.c */
+        free(model);
+        return skv_spm_from_gguf(f);
+    }
     if (strcmp(model, "gpt2") != 0) {
-        skv_error("%s: tokenizer model '%s' is not supported (only byte-level BPE 'gpt2')", path, model);
+        skv_error("%s: tokenizer model '%s' is not supported (byte-level BPE 'gpt2' and SentencePiece 'llama' are)", path, model);
         free(model);
         return NULL;
     }
@@ -473,6 +479,14 @@ static int special_at(const skv_tokenizer *t, const char *text, size_t len, size
     return -1;
 }
 
+static int spm_push(void *ctx, int id) { return push_id(ctx, id); }
+
+/* One fragment between special tokens: pre-tokenizer + BPE, or SentencePiece */
+static int encode_fragment(enc_state *s, const char *text, size_t len, bool after_special) {
+    if (s->t->spm) return skv_spm_encode(s->t, text, len, after_special, spm_push, s);
+    return skv_pretokenize(s->t->pre, text, len, bpe_word, s);
+}
+
 int skv_tokenize(const skv_tokenizer *t, const char *text, size_t len, bool parse_special,
                  int *ids, int max) {
     if (!t || (!text && len)) return skv_error("tokenizer: NULL argument");
@@ -486,12 +500,12 @@ int skv_tokenize(const skv_tokenizer *t, const char *text, size_t len, bool pars
         if (!first[(unsigned char)text[i]]) continue;
         int id = special_at(t, text, len, i, parse_special);
         if (id < 0) continue;
-        rc = skv_pretokenize(t->pre, text + start, i - start, bpe_word, &s);
+        rc = encode_fragment(&s, text + start, i - start, true);
         if (rc == 0) rc = push_id(&s, id);
         start = i + t->tok_len[id];
         i = start - 1;
     }
-    if (rc == 0) rc = skv_pretokenize(t->pre, text + start, len - start, bpe_word, &s);
+    if (rc == 0) rc = encode_fragment(&s, text + start, len - start, true);
     if (rc == 0 && s.n > (size_t)INT32_MAX) rc = skv_error("tokenizer: too many tokens");
     int n = (int)s.n;
     size_t ncopy = (size_t)(n < max ? n : (max > 0 ? max : 0));

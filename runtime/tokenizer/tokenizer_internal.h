@@ -39,6 +39,11 @@ struct skv_tokenizer {
     int bos, eos, eot;
     bool add_bos;
     char *chat_template;  /* heap, may be NULL */
+    /* SentencePiece ('llama' GGUF model, tokenizer_spm.c): pieces stored with U+2581 as a
+     * space and byte pieces <0xNN> as their byte; score per id; no merges */
+    bool spm;
+    bool spm_space_prefix;   /* prepend a space to text after BOS / a special token */
+    float *score;            /* (n_vocab) for spm, else NULL */
     char name[96];
     uint64_t hash;
 };
@@ -58,6 +63,12 @@ int skv_tok_add_merge(skv_tokenizer *t, const char *a, size_t la, const char *b,
 int skv_tok_finish(skv_tokenizer *t, const char *src);
 /* id of raw bytes in the vocabulary, -1 if absent. */
 int skv_tok_lookup(const skv_tokenizer *t, const char *bytes, size_t len);
+
+/* SentencePiece (tokenizer_spm.c): the loader behind skv_tokenizer_from_gguf for model
+ * 'llama', and the encoder of one text fragment (no specials), calling push for each id. */
+skv_tokenizer *skv_spm_from_gguf(const void *gguf_file);
+int skv_spm_encode(const skv_tokenizer *t, const char *text, size_t len, bool after_special,
+                   int (*push)(void *ctx, int id), void *ctx);
 
 /* GPT-2 byte <-> unicode mapping. */
 uint32_t skv_byte_to_unicode(uint8_t b);

@@ -4,6 +4,7 @@
 #include "gguf_writer.h"
 #include "test_env.h"
 #include "common/util.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,10 +77,60 @@ tiny_model *tiny_model_new_dims(skv_arch arch, uint64_t seed, int tied, int roun
         R(y->gate, F * C, 0.0f, 0.25f);
         R(y->up, F * C, 0.0f, 0.25f);
         R(y->down, C * F, 0.0f, 0.2f);
+        if (arch == SKV_ARCH_QWEN3 || arch == SKV_ARCH_GEMMA3) {   /* new draws only for the new families */
+            const float ctr = arch == SKV_ARCH_GEMMA3 ? 0.0f : 1.0f;   /* gemma stores w of (1 + w) */
+            R(y->q_norm, (size_t)dm.head_dim, ctr, 0.2f);
+            R(y->k_norm, (size_t)dm.head_dim, ctr, 0.2f);
+        }
+        if (arch == SKV_ARCH_GEMMA3) {
+            R(y->post_attn_norm, C, 0.0f, 0.2f);
+            R(y->post_ffn_norm, C, 0.0f, 0.2f);
+            for (float *nv[2] = {y->attn_norm, y->ffn_norm}, **q = nv; q < nv + 2; q++)
+                for (size_t i = 0; i < C; i++) (*q)[i] -= 1.0f;   /* centre 0 as well */
+        }
     }
+    if (arch == SKV_ARCH_GEMMA3)
+        for (size_t i = 0; ok && i < C; i++) m->out_norm[i] -= 1.0f;
 #undef R
     if (!ok) { tiny_model_free(m); return NULL; }
     return m;
+}
+
+tiny_model *tiny_model_new_family(const char *family, uint64_t seed) {
+    static const struct { const char *name; skv_arch arch; int tied; } fams[] = {
+        {"llama3", SKV_ARCH_LLAMA, 0}, {"mistral", SKV_ARCH_MISTRAL, 0},
+        {"qwen3", SKV_ARCH_QWEN3, 0},  {"gemma3", SKV_ARCH_GEMMA3, 1},
+    };
+    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+        if (strcmp(family, fams[i].name) != 0) continue;
+        tiny_model *m = tiny_model_new(fams[i].arch, seed, fams[i].tied, SKV_F32);
+        if (!m) return NULL;
+        skv_config *c = &m->cfg;
+        c->ctx_max = 512;
+        if (i == 0) {
+            c->rope_scale = SKV_ROPE_SCALE_LLAMA3;
+            c->rope_factor = 8.0f; c->rope_low_freq = 1.0f; c->rope_high_freq = 4.0f; c->rope_orig_ctx = 64;
+        } else if (i == 1) {
+            c->sliding_window = 48;
+            m->layers[0].window = m->layers[1].window = 48;
+            c->n_window_layers = 2;
+        } else if (i == 2) {
+            c->has_qk_norm = 1;
+        } else {
+            c->has_qk_norm = c->has_post_norms = 1;
+            c->act = SKV_ACT_GELU_TANH;
+            c->sliding_window = 48;
+            c->n_window_layers = 1;
+            m->layers[0].window = 48;
+            c->rope_theta_local = 10000.0f;
+            c->rope_scale = SKV_ROPE_SCALE_LINEAR;
+            c->rope_factor = 2.0f;
+            c->final_softcap = 30.0f;
+            c->norm_eps = 1e-6f;
+        }
+        return m;
+    }
+    return NULL;
 }
 
 void tiny_model_free(tiny_model *m) {
@@ -90,6 +141,7 @@ void tiny_model_free(tiny_model *m) {
         free(y->attn_norm); free(y->wq); free(y->wk); free(y->wv); free(y->wo);
         free(y->bq); free(y->bk); free(y->bv);
         free(y->ffn_norm); free(y->gate); free(y->up); free(y->down);
+        free(y->q_norm); free(y->k_norm); free(y->post_attn_norm); free(y->post_ffn_norm);
     }
     free(m->layers);
     free(m);
@@ -162,7 +214,8 @@ typedef struct { char name[96]; tiny_tensor t; } named;
 
 static int hf_tensors(const tiny_model *m, int type, named **out) {
     const skv_config *c = &m->cfg;
-    int cap = 3 + c->n_layer * 12, n = 0;
+    int cap = 3 + c->n_layer * 16, n = 0;
+    const int gemma = c->arch == SKV_ARCH_GEMMA3;
     named *v = calloc((size_t)cap, sizeof *v);
     if (!v) return -1;
     int64_t C = c->dim, F = c->ffn_dim, V = c->vocab, Q = (int64_t)c->n_head * c->head_dim,
@@ -185,7 +238,17 @@ static int hf_tensors(const tiny_model *m, int type, named **out) {
             L("self_attn.v_proj.bias", y->bv, KV, 0);
         }
         L("self_attn.o_proj.weight", y->wo, C, Q);
-        L("post_attention_layernorm.weight", y->ffn_norm, C, 0);
+        if (y->q_norm) {
+            L("self_attn.q_norm.weight", y->q_norm, c->head_dim, 0);
+            L("self_attn.k_norm.weight", y->k_norm, c->head_dim, 0);
+        }
+        if (gemma) {
+            L("post_attention_layernorm.weight", y->post_attn_norm, C, 0);
+            L("pre_feedforward_layernorm.weight", y->ffn_norm, C, 0);
+            L("post_feedforward_layernorm.weight", y->post_ffn_norm, C, 0);
+        } else {
+            L("post_attention_layernorm.weight", y->ffn_norm, C, 0);
+        }
         L("mlp.gate_proj.weight", y->gate, F, C);
         L("mlp.up_proj.weight", y->up, F, C);
         L("mlp.down_proj.weight", y->down, C, F);
@@ -202,11 +265,48 @@ static int write_text(const char *path, const char *text) {
     return skv_write_file_atomic(path, text, strlen(text));
 }
 
+/* config.json of a tiny_model_new_family model (the fields its family reads) */
+static void family_config(const tiny_model *m, char *cfg, size_t cap, const char *dt) {
+    const skv_config *c = &m->cfg;
+    const char *type = c->arch == SKV_ARCH_GEMMA3 ? "gemma3_text" : c->arch == SKV_ARCH_QWEN3 ? "qwen3"
+                     : c->arch == SKV_ARCH_MISTRAL ? "mistral" : "llama";
+    const char *cls = c->arch == SKV_ARCH_GEMMA3 ? "Gemma3ForCausalLM" : c->arch == SKV_ARCH_QWEN3 ? "Qwen3ForCausalLM"
+                    : c->arch == SKV_ARCH_MISTRAL ? "MistralForCausalLM" : "LlamaForCausalLM";
+    char extra[768] = "";
+    if (c->arch == SKV_ARCH_LLAMA)
+        snprintf(extra, sizeof extra, ",\n  \"attention_bias\": false,\n  \"hidden_act\": \"silu\",\n"
+                 "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.1f, \"low_freq_factor\": %.1f, "
+                 "\"high_freq_factor\": %.1f, \"original_max_position_embeddings\": %d}",
+                 (double)c->rope_factor, (double)c->rope_low_freq, (double)c->rope_high_freq, c->rope_orig_ctx);
+    else if (c->arch == SKV_ARCH_MISTRAL)
+        snprintf(extra, sizeof extra, ",\n  \"hidden_act\": \"silu\",\n  \"sliding_window\": %d", c->sliding_window);
+    else if (c->arch == SKV_ARCH_QWEN3)
+        snprintf(extra, sizeof extra, ",\n  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n"
+                 "  \"use_sliding_window\": false,\n  \"sliding_window\": null");
+    else
+        snprintf(extra, sizeof extra, ",\n  \"hidden_activation\": \"gelu_pytorch_tanh\",\n  \"query_pre_attn_scalar\": %d,\n"
+                 "  \"sliding_window\": %d,\n  \"layer_types\": [\"%s\", \"%s\"],\n"
+                 "  \"rope_local_base_freq\": %.1f,\n  \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %.1f},\n"
+                 "  \"final_logit_softcapping\": %.1f,\n  \"attn_logit_softcapping\": null,\n  \"attention_bias\": false",
+                 c->head_dim, c->sliding_window, m->layers[0].window ? "sliding_attention" : "full_attention",
+                 m->layers[1].window ? "sliding_attention" : "full_attention", (double)c->rope_theta_local,
+                 (double)c->rope_factor, (double)c->final_softcap);
+    snprintf(cfg, cap,
+             "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
+             "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+             "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+             "  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.1f,\n  \"max_position_embeddings\": %d,\n"
+             "  \"vocab_size\": %d,\n  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"%s\n}\n",
+             cls, type, c->dim, c->ffn_dim, c->n_layer, c->n_head, c->n_kv_head, c->head_dim, (double)c->norm_eps,
+             (double)c->rope_theta, c->ctx_max, c->vocab, c->tied_embeddings ? "true" : "false", dt, extra);
+}
+
 int tiny_model_write_hf(const tiny_model *m, const char *dir, int type, int n_shards) {
     const skv_config *c = &m->cfg;
     char path[1024], cfg[2048];
     const char *dt = type == SKV_F32 ? "float32" : type == SKV_F16 ? "float16" : "bfloat16";
-    snprintf(cfg, sizeof cfg,
+    if (skv_config_extra_feature(c) || c->arch > SKV_ARCH_QWEN2) family_config(m, cfg, sizeof cfg, dt);
+    else snprintf(cfg, sizeof cfg,
              "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
              "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
              "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
@@ -278,10 +378,34 @@ static float *permute_rope_rows(const float *w, int n_head, int d, int64_t cols)
     return o;
 }
 
+/* v + add (Gemma's 1 + w as the converter stores it); a new array */
+static float *plus(const float *v, size_t n, float add) {
+    float *o = malloc(n * sizeof *o);
+    if (o) for (size_t i = 0; i < n; i++) o[i] = v[i] + add;
+    return o;
+}
+
+/* The converter's Llama 3 rope_freqs: per frequency the divisor of theta^(-2i/d) */
+static void llama3_factors(const skv_config *c, float *f) {
+    const double pi = 3.14159265358979323846, lo_wl = c->rope_orig_ctx / c->rope_low_freq,
+                 hi_wl = c->rope_orig_ctx / c->rope_high_freq;
+    for (int i = 0; i < c->head_dim / 2; i++) {
+        const double wl = 2 * pi * pow((double)c->rope_theta, (double)(2 * i) / c->head_dim);
+        if (wl < hi_wl) f[i] = 1.0f;
+        else if (wl > lo_wl) f[i] = c->rope_factor;
+        else {
+            const double sm = (c->rope_orig_ctx / wl - c->rope_low_freq) / (c->rope_high_freq - c->rope_low_freq);
+            f[i] = (float)(1.0 / ((1 - sm) / c->rope_factor + sm));
+        }
+    }
+}
+
 int tiny_model_write_gguf(const tiny_model *m, const char *path, int type) {
     const skv_config *c = &m->cfg;
-    const char *arch = c->arch == SKV_ARCH_QWEN2 ? "qwen2" : "llama";
-    int llama = c->arch == SKV_ARCH_LLAMA;
+    const char *arch = c->arch == SKV_ARCH_QWEN2 ? "qwen2" : c->arch == SKV_ARCH_QWEN3 ? "qwen3"
+                     : c->arch == SKV_ARCH_GEMMA3 ? "gemma3" : "llama";
+    int llama = c->arch == SKV_ARCH_LLAMA || c->arch == SKV_ARCH_MISTRAL;
+    const float one = c->arch == SKV_ARCH_GEMMA3 ? 1.0f : 0.0f;
     gw_writer *w = gw_new();
     if (!w) return -1;
     char k[128];
@@ -300,12 +424,30 @@ int tiny_model_write_gguf(const tiny_model *m, const char *path, int type) {
     rc |= gw_add_u32(w, KEY("rope.dimension_count"), (uint32_t)c->head_dim);
     rc |= gw_add_f32(w, KEY("rope.freq_base"), c->rope_theta);
     rc |= gw_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), c->norm_eps);
+    if (c->sliding_window) rc |= gw_add_u32(w, KEY("attention.sliding_window"), (uint32_t)c->sliding_window);
+    if (c->arch == SKV_ARCH_GEMMA3) {   /* layer 0 sliding, layer 1 global: a pattern of 2 */
+        rc |= gw_add_u32(w, KEY("attention.sliding_window_pattern"), 2);
+        rc |= gw_add_f32(w, KEY("final_logit_softcapping"), c->final_softcap);
+    }
+    if (m->gguf_extra_key && m->gguf_extra_str) rc |= gw_add_str(w, m->gguf_extra_key, m->gguf_extra_str);
+    else if (m->gguf_extra_key) rc |= gw_add_f32(w, m->gguf_extra_key, m->gguf_extra_f32);
+    if (c->rope_scale == SKV_ROPE_SCALE_LINEAR) {
+        rc |= gw_add_str(w, KEY("rope.scaling.type"), "linear");
+        rc |= gw_add_f32(w, KEY("rope.scaling.factor"), c->rope_factor);
+    }
 #undef KEY
     int64_t C = c->dim, F = c->ffn_dim, V = c->vocab, Q = (int64_t)c->n_head * c->head_dim,
             KV = (int64_t)c->n_kv_head * c->head_dim;
 #define MAT(name, ptr, rows, cols) (rc |= gw_add_tensor_f32(w, name, type, 2, (int64_t[]){(cols), (rows)}, ptr))
 #define VEC(name, ptr, n) (rc |= gw_add_tensor_f32(w, name, SKV_F32, 1, (int64_t[]){(n)}, ptr))
+#define NORM(name, ptr, n) do { float *t_ = plus(ptr, (size_t)(n), one); \
+        if (!t_) rc = -1; else { VEC(name, t_, n); free(t_); } } while (0)
     MAT("token_embd.weight", m->embd, V, C);
+    if (c->rope_scale == SKV_ROPE_SCALE_LLAMA3) {
+        float f[512];
+        llama3_factors(c, f);
+        VEC("rope_freqs.weight", f, c->head_dim / 2);
+    }
     for (int l = 0; l < c->n_layer && rc == 0; l++) {
         const tiny_layer *y = &m->layers[l];
         char n[96];
@@ -313,7 +455,15 @@ int tiny_model_write_gguf(const tiny_model *m, const char *path, int type) {
         float *wq = llama ? permute_rope_rows(y->wq, c->n_head, c->head_dim, C) : NULL;
         float *wk = llama ? permute_rope_rows(y->wk, c->n_kv_head, c->head_dim, C) : NULL;
         if (llama && (!wq || !wk)) { free(wq); free(wk); rc = skv_error("out of memory"); break; }
-        VEC(N("attn_norm.weight"), y->attn_norm, C);
+        NORM(N("attn_norm.weight"), y->attn_norm, C);
+        if (y->q_norm) {
+            NORM(N("attn_q_norm.weight"), y->q_norm, c->head_dim);
+            NORM(N("attn_k_norm.weight"), y->k_norm, c->head_dim);
+        }
+        if (y->post_attn_norm) {
+            NORM(N("post_attention_norm.weight"), y->post_attn_norm, C);
+            NORM(N("post_ffw_norm.weight"), y->post_ffn_norm, C);
+        }
         MAT(N("attn_q.weight"), llama ? wq : y->wq, Q, C);
         MAT(N("attn_k.weight"), llama ? wk : y->wk, KV, C);
         MAT(N("attn_v.weight"), y->wv, KV, C);
@@ -323,7 +473,7 @@ int tiny_model_write_gguf(const tiny_model *m, const char *path, int type) {
             VEC(N("attn_v.bias"), y->bv, KV);
         }
         MAT(N("attn_output.weight"), y->wo, C, Q);
-        VEC(N("ffn_norm.weight"), y->ffn_norm, C);
+        NORM(N("ffn_norm.weight"), y->ffn_norm, C);
         MAT(N("ffn_gate.weight"), y->gate, F, C);
         MAT(N("ffn_up.weight"), y->up, F, C);
         MAT(N("ffn_down.weight"), y->down, C, F);
@@ -331,8 +481,9 @@ int tiny_model_write_gguf(const tiny_model *m, const char *path, int type) {
         free(wk);
 #undef N
     }
-    VEC("output_norm.weight", m->out_norm, C);
+    NORM("output_norm.weight", m->out_norm, C);
     if (m->output) MAT("output.weight", m->output, V, C);
+#undef NORM
 #undef MAT
 #undef VEC
     if (rc == 0) rc = gw_write(w, path);

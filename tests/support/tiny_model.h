@@ -1,4 +1,5 @@
-/* tiny_model.h: deterministic random tiny Llama/Qwen2 models built in memory, written out as a
+/* tiny_model.h: deterministic random tiny models (Llama/Qwen2, and through tiny_model_new_family
+ * Llama 3, Mistral, Qwen3, Gemma 3) built in memory, written out as a
  * Hugging Face directory (config.json + safetensors, single file or sharded with an index)
  * and as a GGUF file, so tests can check that both loaders see the same model.
  *
@@ -17,6 +18,9 @@ typedef struct {
     float *bq, *bk, *bv;       /* [H*d], [Hkv*d], [Hkv*d]; NULL without biases */
     float *ffn_norm;           /* [C] */
     float *gate, *up, *down;   /* [F x C], [F x C], [C x F] */
+    float *q_norm, *k_norm;    /* [d] (qwen3, gemma3), else NULL */
+    float *post_attn_norm, *post_ffn_norm;   /* [C] (gemma3), else NULL */
+    int window;                /* sliding window of this layer, 0 = global */
 } tiny_layer;
 
 typedef struct {
@@ -25,6 +29,10 @@ typedef struct {
     float *out_norm;           /* [C] */
     float *output;             /* [vocab x C]; NULL when tied */
     tiny_layer *layers;        /* [L] */
+    /* one more GGUF metadata key for refusal tests (NULL: none): a string when gguf_extra_str
+     * is set, else the F32 gguf_extra_f32 */
+    const char *gguf_extra_key, *gguf_extra_str;
+    float gguf_extra_f32;
 } tiny_model;
 
 /* 2 layers, dim 64, 4 heads / 2 kv heads, head_dim 16, ffn 96, vocab 300. qwen2 gets q/k/v
@@ -35,6 +43,16 @@ tiny_model *tiny_model_new(skv_arch arch, uint64_t seed, int tied, int round_typ
 typedef struct { int dim, ffn, n_head, n_kv_head, head_dim, vocab; } tiny_dims;
 tiny_model *tiny_model_new_dims(skv_arch arch, uint64_t seed, int tied, int round_type, tiny_dims dims);
 void tiny_model_free(tiny_model *m);
+/* A tiny model of a family with the features it is tested for, 2 layers, F32:
+ *   "llama3"  llama with llama3 RoPE scaling (factor 8, low 1, high 4, original context 64)
+ *   "mistral" mistral, a sliding window of 48 on both layers
+ *   "qwen3"   qwen3 (per-head q/k norms, no biases)
+ *   "gemma3"  gemma3_text: layer 0 sliding (window 48, RoPE base 10000), layer 1 global (RoPE
+ *             base 50000, linear scaling x2), (1+w) norms incl. post-norms, q/k norms, GeGLU,
+ *             embedding scale, tied head, final logit softcap 30
+ * Gemma's norm weights are kept as Hugging Face stores them (w); the GGUF writer stores 1 + w
+ * as the converter does. NULL for an unknown family. */
+tiny_model *tiny_model_new_family(const char *family, uint64_t seed);
 
 /* Write dir/config.json and the weights as `type` (SKV_F32/F16/BF16): n_shards == 1 ->
  * model.safetensors; n_shards > 1 -> model-0000i-of-0000n.safetensors + index.json.
