@@ -7,7 +7,8 @@ text), a text completion, the per-request policy through extra_body, session reu
 reported in usage.prompt_tokens_details.cached_tokens, the fields the client sends that
 the server implements (top_p, seed, penalties) or ignores (store, metadata, user, the
 developer role), replies that decode as UTF-8 when a short reply ends inside a character,
-and that errors arrive as the client's exceptions (BadRequestError for a refused field,
+log probabilities (chat, streamed and not, and completions) read as the client's types,
+JSON mode (a reply that parses), and that errors arrive as the client's exceptions (BadRequestError for a refused field,
 NotFoundError for another model, AuthenticationError). Exits 0 with "skipped" when the
 package or the model is missing; 1 on a failure.
 Run: python3 tests/serve_openai.py  (BUILD, SKV_MODELS_DIR as for the C tests)."""
@@ -68,11 +69,28 @@ try:
         check("max_tokens 0 refused", False)
     except openai.BadRequestError as e:
         check("max_tokens 0 refused", e.status_code == 400 and e.code == "invalid_value")
+    lp = c.chat.completions.create(model=mid, messages=msgs, max_tokens=5, temperature=0, logprobs=True, top_logprobs=2)
+    ents = lp.choices[0].logprobs.content
+    check("chat logprobs (the client's types)", len(ents) == lp.usage.completion_tokens and
+          "".join(bytes(e.bytes).decode("utf-8", "replace") for e in ents).startswith(lp.choices[0].message.content) and
+          all(len(e.top_logprobs) == 2 and e.top_logprobs[0].token == e.token and e.logprob <= 0 for e in ents))
+    sl = c.chat.completions.create(model=mid, messages=msgs, max_tokens=5, temperature=0, logprobs=True, top_logprobs=2, stream=True)
+    sents = [e for ch in sl if ch.choices and ch.choices[0].logprobs for e in ch.choices[0].logprobs.content]
+    check("chat logprobs streamed = not streamed", [(e.token, e.logprob) for e in sents] == [(e.token, e.logprob) for e in ents])
+    tl = c.completions.create(model=mid, prompt="The capital of France is", max_tokens=4, temperature=0, logprobs=3)
+    clp = tl.choices[0].logprobs
+    check("completions logprobs", "".join(clp.tokens) == tl.choices[0].text and len(clp.top_logprobs[0]) == 3 and
+          len(clp.text_offset) == len(clp.token_logprobs) == 4)
+    js = c.chat.completions.create(model=mid, messages=[{"role": "user", "content": "A cat as JSON, with name and age."}],
+                                   max_tokens=96, temperature=0.7, seed=3, response_format={"type": "json_object"})
+    import json
+    check("json mode: the reply is a JSON object", js.choices[0].finish_reason == "length" or
+          isinstance(json.loads(js.choices[0].message.content), dict))
     try:
-        c.chat.completions.create(model=mid, messages=msgs, response_format={"type": "json_object"})
-        check("json mode refused", False)
+        c.chat.completions.create(model=mid, messages=msgs, response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})
+        check("json_schema refused", False)
     except openai.BadRequestError as e:
-        check("json mode refused", e.status_code == 400 and e.param == "response_format")
+        check("json_schema refused", e.status_code == 400 and e.param == "response_format")
     try:
         c.chat.completions.create(model="gpt-4o", messages=msgs)
         check("another model: 404", False)

@@ -13,7 +13,10 @@
  * SIGTERM. What real clients need: replies that are strict JSON
  * and well-formed UTF-8 even when generation stops inside a character (checked with this
  * file's own validators), the OpenAI request fields (implemented, ignored or refused by
- * name), strict input (NUL, trailing data, bad UTF-8, unknown model), CORS and preflight,
+ * name), log probabilities in OpenAI's chat and completions shapes (streamed equal to not,
+ * the model's raw distribution whatever the sampler does, tokens cut inside a character),
+ * JSON mode (replies that close parse as one object; max_tokens cuts with "length"), strict
+ * input (NUL, trailing data, bad UTF-8, unknown model), CORS and preflight,
  * and llama-server's /tokenize, /detokenize, /props and /v1/models/{id}. Skips when the
  * model is missing. */
 #include <setjmp.h>
@@ -25,6 +28,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -947,9 +951,11 @@ static void test_openai_fields(void **state) {
         { true, "\"metadata\":5", "metadata", "invalid_type" },
         { true, "\"n\":0", "n", "invalid_value" },
         { true, "\"n\":2", "n", "unsupported_value" },
-        { true, "\"logprobs\":true", "logprobs", "unsupported_value" },
-        { true, "\"top_logprobs\":3", "top_logprobs", "unsupported_value" },
-        { true, "\"response_format\":{\"type\":\"json_object\"}", "response_format", "unsupported_value" },
+        { true, "\"logprobs\":2", "logprobs", "invalid_type" },
+        { true, "\"top_logprobs\":3", "top_logprobs", "invalid_value" },                    /* without logprobs */
+        { true, "\"logprobs\":true,\"top_logprobs\":21", "top_logprobs", "invalid_value" },
+        { true, "\"logprobs\":true,\"top_logprobs\":-1", "top_logprobs", "invalid_value" },
+        { true, "\"response_format\":{\"type\":\"json_object\"},\"stop\":\"}\"", "stop", "unsupported_value" },
         { true, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{}}}", "response_format",
           "unsupported_value" },
         { true, "\"response_format\":{\"type\":\"yaml\"}", "response_format", "invalid_value" },
@@ -960,7 +966,9 @@ static void test_openai_fields(void **state) {
         { true, "\"reasoning_effort\":\"low\"", "reasoning_effort", "unsupported_parameter" },
         { true, "\"modalities\":[\"text\",\"audio\"]", "modalities", "unsupported_value" },
         { false, "\"echo\":true", "echo", "unsupported_value" },
-        { false, "\"logprobs\":2", "logprobs", "unsupported_value" },
+        { false, "\"logprobs\":6", "logprobs", "invalid_value" },
+        { false, "\"logprobs\":true", "logprobs", "invalid_type" },
+        { false, "\"logprobs\":1.5", "logprobs", "invalid_type" },
         { false, "\"suffix\":\"end\"", "suffix", "unsupported_value" },
         { false, "\"best_of\":2", "best_of", "unsupported_value" },
         { false, "\"store\":true", "store", "unknown_field" },
@@ -976,6 +984,274 @@ static void test_openai_fields(void **state) {
     expect_error(COMPL, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt", "invalid_value");
     expect_error(COMPL, "{\"prompt\":[5,99999999]}", 400, "prompt", "invalid_value");
     expect_error(COMPL, "{\"prompt\":[[]]}", 400, "prompt", "invalid_value");
+}
+
+/* ---- 2b. log probabilities and JSON mode ---- */
+
+/* a 200 reply, strict JSON, parsed */
+static cJSON *post_ok(const char *path, const char *body) {
+    resp r = call("POST", path, body, KEY);
+    if (r.status != 200) fprintf(stderr, "%s -> %ld %s\n", body, r.status, r.body.s);
+    assert_int_equal(r.status, 200);
+    assert_true(json_strict(r.body.s, r.body.n));
+    cJSON *j = cJSON_Parse(r.body.s);
+    assert_non_null(j);
+    resp_free(&r);
+    return j;
+}
+
+static cJSON *choice0(cJSON *j) { return cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0); }
+static int completion_tokens(cJSON *j) {
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "completion_tokens")->valueint;
+}
+
+/* a streamed request: its text into text, its logprobs merged into one object of the
+ * non-streamed shape (chat: "content" entries; completions: the four arrays), heap */
+static cJSON *stream_logprobs(const char *path, const char *body, bool chat, char *text, size_t cap) {
+    resp r = call("POST", path, body, KEY);
+    assert_int_equal(r.status, 200);
+    cJSON *out = cJSON_CreateObject();
+    static const char *const ARRS[] = { "tokens", "token_logprobs", "top_logprobs", "text_offset" };
+    if (chat) cJSON_AddArrayToObject(out, "content");
+    else for (int k = 0; k < 4; k++) cJSON_AddArrayToObject(out, ARRS[k]);
+    text[0] = 0;
+    for (char *p = r.body.s, *e; (e = strstr(p, "\n\n")); p = e + 2) {
+        assert_memory_equal(p, "data: ", 6);
+        const size_t n = (size_t)(e - p) - 6;
+        if (n == 6 && !memcmp(p + 6, "[DONE]", 6)) continue;
+        assert_true(json_strict(p + 6, n));
+        cJSON *j = cJSON_ParseWithLength(p + 6, n), *c = choice0(j);
+        if (c) {
+            cJSON *t = chat ? cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "content") : cJSON_GetObjectItem(c, "text");
+            if (cJSON_IsString(t)) strncat(text, t->valuestring, cap - strlen(text) - 1);
+            cJSON *lp = cJSON_GetObjectItem(c, "logprobs"), *x;
+            assert_non_null(lp);   /* null or an object, always there */
+            if (chat && cJSON_IsObject(lp))
+                cJSON_ArrayForEach(x, cJSON_GetObjectItem(lp, "content"))
+                    cJSON_AddItemToArray(cJSON_GetObjectItem(out, "content"), cJSON_Duplicate(x, true));
+            if (!chat && cJSON_IsObject(lp))
+                for (int k = 0; k < 4; k++)
+                    cJSON_ArrayForEach(x, cJSON_GetObjectItem(lp, ARRS[k]))
+                        cJSON_AddItemToArray(cJSON_GetObjectItem(out, ARRS[k]), cJSON_Duplicate(x, true));
+        }
+        cJSON_Delete(j);
+    }
+    resp_free(&r);
+    return out;
+}
+
+/* chat: each entry's shape; the tokens' bytes spell the reply; with greedy decoding the
+ * token is the first alternative; n_top alternatives, sorted; returns the entries' count */
+static int check_chat_logprobs(cJSON *lp, const char *content, int n_top, bool greedy) {
+    cJSON *e;
+    char spelled[1024] = "";
+    int k = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(lp, "content")) {
+        cJSON *tok = cJSON_GetObjectItem(e, "token"), *l = cJSON_GetObjectItem(e, "logprob"),
+              *b = cJSON_GetObjectItem(e, "bytes"), *top = cJSON_GetObjectItem(e, "top_logprobs"), *x;
+        assert_true(cJSON_IsString(tok) && cJSON_IsNumber(l) && cJSON_IsArray(b) && cJSON_IsArray(top));
+        assert_true(l->valuedouble <= 0);
+        char bytes[256];
+        int nb = 0;
+        cJSON_ArrayForEach(x, b) {
+            assert_true(x->valueint >= 0 && x->valueint < 256 && nb < 255);
+            bytes[nb++] = (char)x->valueint;
+        }
+        bytes[nb] = 0;
+        if (utf8_ok(bytes, (size_t)nb)) assert_string_equal(bytes, tok->valuestring);   /* whole characters: the same */
+        else assert_non_null(strstr(tok->valuestring, "\xEF\xBF\xBD"));                 /* cut: U+FFFD */
+        strncat(spelled, bytes, sizeof spelled - strlen(spelled) - 1);
+        assert_int_equal(cJSON_GetArraySize(top), n_top);
+        double prev = 0, mass = 0;
+        cJSON_ArrayForEach(x, top) {
+            const double v = cJSON_GetObjectItem(x, "logprob")->valuedouble;
+            assert_true(v <= prev + 1e-6);
+            prev = v;
+            mass += exp(v);
+            assert_true(cJSON_IsString(cJSON_GetObjectItem(x, "token")) && cJSON_IsArray(cJSON_GetObjectItem(x, "bytes")));
+        }
+        assert_true(mass <= 1.0001);
+        if (greedy && n_top > 0) {
+            cJSON *t0 = cJSON_GetArrayItem(top, 0);
+            assert_string_equal(cJSON_GetObjectItem(t0, "token")->valuestring, tok->valuestring);
+            assert_true(fabs(cJSON_GetObjectItem(t0, "logprob")->valuedouble - l->valuedouble) < 1e-6);
+        }
+        k++;
+    }
+    /* the tokens' bytes spell the reply (and at most a character the end cut short) */
+    assert_memory_equal(spelled, content, strlen(content));
+    assert_true(strlen(spelled) - strlen(content) < 4);
+    return k;
+}
+
+static void test_logprobs(void **state) {
+    (void)state;
+    NEED_SERVER();
+    static const char CHAT[] = "/v1/chat/completions", COMPL[] = "/v1/completions";
+    char body[1024], text[1024];
+    /* chat, top_logprobs 3, greedy: an entry per token, the reply spelled out */
+    static const char MSG[] = "\"messages\":[{\"role\":\"user\",\"content\":\"Name three colours.\"}],\"max_tokens\":6";
+    snprintf(body, sizeof body, "{%s,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3}", MSG);
+    cJSON *j = post_ok(CHAT, body), *c = choice0(j);
+    const char *content = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "message"), "content")->valuestring;
+    cJSON *lp = cJSON_GetObjectItem(c, "logprobs");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(lp, "refusal")));
+    assert_int_equal(check_chat_logprobs(lp, content, 3, true), completion_tokens(j));
+    /* streamed: the same entries, spread over the chunks */
+    snprintf(body, sizeof body, "{%s,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3,\"stream\":true}", MSG);
+    cJSON *st = stream_logprobs(CHAT, body, true, text, sizeof text);
+    assert_string_equal(text, content);
+    assert_true(cJSON_Compare(cJSON_GetObjectItem(st, "content"), cJSON_GetObjectItem(lp, "content"), true));
+    cJSON_Delete(st);
+    /* logprobs true alone: no alternatives; false or absent: null */
+    snprintf(body, sizeof body, "{%s,\"temperature\":0,\"logprobs\":true}", MSG);
+    cJSON *j2 = post_ok(CHAT, body);
+    assert_int_equal(check_chat_logprobs(cJSON_GetObjectItem(choice0(j2), "logprobs"), content, 0, true), completion_tokens(j2));
+    cJSON_Delete(j2);
+    snprintf(body, sizeof body, "{%s,\"temperature\":0,\"logprobs\":false}", MSG);
+    j2 = post_ok(CHAT, body);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(choice0(j2), "logprobs")));
+    cJSON_Delete(j2);
+    /* the model's distribution, not the sampler's: at temperature 1.5 with top_k 2 the first
+     * token's alternatives have the log probabilities they have at temperature 0 */
+    snprintf(body, sizeof body, "{%s,\"temperature\":1.5,\"top_k\":2,\"seed\":9,\"logprobs\":true,\"top_logprobs\":3}", MSG);
+    j2 = post_ok(CHAT, body);
+    cJSON *a0 = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "content"), 0), "top_logprobs");
+    cJSON *b0 = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(choice0(j2), "logprobs"), "content"), 0),
+                                    "top_logprobs");
+    assert_true(cJSON_Compare(a0, b0, true));
+    cJSON_Delete(j2);
+    cJSON_Delete(j);
+
+    /* completions, logprobs 2: the four arrays, an entry per token, offsets in characters */
+    static const char Q[] = "\"prompt\":\"The capital of France is\",\"max_tokens\":5,\"temperature\":0,\"logprobs\":2";
+    snprintf(body, sizeof body, "{%s}", Q);
+    j = post_ok(COMPL, body);
+    c = choice0(j);
+    const char *t = cJSON_GetObjectItem(c, "text")->valuestring;
+    lp = cJSON_GetObjectItem(c, "logprobs");
+    cJSON *x;
+    const int n = completion_tokens(j);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "tokens")), n);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "token_logprobs")), n);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "top_logprobs")), n);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "text_offset")), n);
+    char spelled[512] = "";
+    int i = 0;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(lp, "tokens")) {
+        assert_int_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "text_offset"), i)->valueint, (int)strlen(spelled));   /* ASCII */
+        const double l = cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "token_logprobs"), i)->valuedouble;
+        cJSON *top = cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "top_logprobs"), i);
+        assert_true(cJSON_IsObject(top) && cJSON_GetArraySize(top) >= 1 && cJSON_GetArraySize(top) <= 2);
+        cJSON *mine = cJSON_GetObjectItem(top, x->valuestring);   /* greedy: the token is among the most likely */
+        assert_non_null(mine);
+        assert_true(fabs(mine->valuedouble - l) < 1e-6 && l <= 0);
+        strncat(spelled, x->valuestring, sizeof spelled - strlen(spelled) - 1);
+        i++;
+    }
+    assert_string_equal(spelled, t);
+    snprintf(body, sizeof body, "{%s,\"stream\":true}", Q);
+    st = stream_logprobs(COMPL, body, false, text, sizeof text);
+    assert_string_equal(text, t);
+    assert_true(cJSON_Compare(st, lp, true));
+    cJSON_Delete(st);
+    cJSON_Delete(j);
+    /* logprobs 0: the tokens and theirs, no alternatives */
+    j = post_ok(COMPL, "{\"prompt\":\"The capital of France is\",\"max_tokens\":3,\"temperature\":0,\"logprobs\":0}");
+    lp = cJSON_GetObjectItem(choice0(j), "logprobs");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "tokens")), 3);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(lp, "top_logprobs")));
+    cJSON_Delete(j);
+    /* a stop string: only the tokens that reach the reply ("." ends " Paris.") */
+    j = post_ok(COMPL, "{\"prompt\":\"The capital of France is\",\"max_tokens\":8,\"temperature\":0,\"logprobs\":1,\"stop\":\".\"}");
+    assert_string_equal(cJSON_GetObjectItem(choice0(j), "text")->valuestring, " Paris");
+    lp = cJSON_GetObjectItem(choice0(j), "logprobs");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "tokens")), 1);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "tokens"), 0)->valuestring, " Paris");
+    cJSON_Delete(j);
+    /* tokens cut inside a character: "bytes" exact, the token string with U+FFFD, strict
+     * UTF-8 throughout, streamed and not */
+    int cut = 0;
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"日本の首都は\"}],\"max_tokens\":4,"
+                 "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":2%s}", stream ? ",\"stream\":true" : "");
+        cJSON *entries;
+        if (stream) {
+            entries = stream_logprobs(CHAT, body, true, text, sizeof text);
+        } else {
+            j = post_ok(CHAT, body);
+            c = choice0(j);
+            snprintf(text, sizeof text, "%s", cJSON_GetObjectItem(cJSON_GetObjectItem(c, "message"), "content")->valuestring);
+            entries = cJSON_Duplicate(cJSON_GetObjectItem(c, "logprobs"), true);
+            cJSON_Delete(j);
+        }
+        assert_int_equal(check_chat_logprobs(entries, text, 2, true), 4);
+        cJSON_ArrayForEach(x, cJSON_GetObjectItem(entries, "content"))
+            cut += strstr(cJSON_GetObjectItem(x, "token")->valuestring, "\xEF\xBF\xBD") != NULL;
+        cJSON_Delete(entries);
+    }
+    assert_true(cut >= 2);   /* this prompt's reply has a character split over tokens */
+}
+
+/* JSON mode: every reply that ends on its own is one JSON object (checked by this file's
+ * strict parser and cJSON), at several temperatures and seeds, streamed or not; max_tokens
+ * cuts it with finish_reason "length"; without it the model answers otherwise */
+static void test_json_mode(void **state) {
+    (void)state;
+    NEED_SERVER();
+    static const char CHAT[] = "/v1/chat/completions";
+    static const char MSG[] = "\"messages\":[{\"role\":\"user\",\"content\":\"Describe a cat as JSON with its name and age.\"}]";
+    char body[1024];
+    snprintf(body, sizeof body, "{%s,\"max_tokens\":40,\"temperature\":0}", MSG);
+    cJSON *j = post_ok(CHAT, body);
+    cJSON *parsed = cJSON_Parse(cJSON_GetObjectItem(cJSON_GetObjectItem(choice0(j), "message"), "content")->valuestring);
+    assert_false(cJSON_IsObject(parsed));   /* unconstrained, the reply is not a bare object */
+    cJSON_Delete(parsed);
+    cJSON_Delete(j);
+    int closed = 0;
+    char greedy[2048] = "";
+    for (int run = 0; run < 6; run++) {
+        snprintf(body, sizeof body, "{%s,\"max_tokens\":96,\"temperature\":%s,\"seed\":%d,\"response_format\":{\"type\":\"json_object\"}}",
+                 MSG, run == 0 ? "0" : run < 4 ? "0.8" : "1.3", run + 1);
+        j = post_ok(CHAT, body);
+        cJSON *c = choice0(j);
+        const char *fin = cJSON_GetObjectItem(c, "finish_reason")->valuestring;
+        const char *out = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "message"), "content")->valuestring;
+        if (!strcmp(fin, "stop")) {
+            closed++;
+            if (!json_strict(out, strlen(out))) fprintf(stderr, "not JSON: %s\n", out);
+            assert_true(json_strict(out, strlen(out)));
+            cJSON *o = cJSON_Parse(out);
+            assert_true(cJSON_IsObject(o));
+            cJSON_Delete(o);
+        } else {
+            assert_string_equal(fin, "length");
+            assert_int_equal(completion_tokens(j), 96);
+        }
+        if (run == 0) snprintf(greedy, sizeof greedy, "%s", out);
+        cJSON_Delete(j);
+    }
+    assert_true(closed >= 3);
+    /* streamed: the same reply */
+    snprintf(body, sizeof body, "{%s,\"max_tokens\":96,\"temperature\":0,\"seed\":1,\"response_format\":{\"type\":\"json_object\"},"
+             "\"stream\":true}", MSG);
+    char text[2048];
+    cJSON_Delete(stream_logprobs(CHAT, body, true, text, sizeof text));
+    assert_string_equal(text, greedy);
+    /* cut by max_tokens: "length", a prefix of the greedy object */
+    snprintf(body, sizeof body, "{%s,\"max_tokens\":3,\"temperature\":0,\"response_format\":{\"type\":\"json_object\"}}", MSG);
+    j = post_ok(CHAT, body);
+    assert_string_equal(cJSON_GetObjectItem(choice0(j), "finish_reason")->valuestring, "length");
+    const char *cut = cJSON_GetObjectItem(cJSON_GetObjectItem(choice0(j), "message"), "content")->valuestring;
+    assert_memory_equal(cut, greedy, strlen(cut));
+    cJSON_Delete(j);
+    /* completions take it too (vLLM's and llama-server's extension) */
+    j = post_ok("/v1/completions", "{\"prompt\":\"List\",\"max_tokens\":64,\"temperature\":1,\"seed\":4,"
+                                   "\"response_format\":{\"type\":\"json_object\"}}");
+    const char *ct = cJSON_GetObjectItem(choice0(j), "text")->valuestring;
+    if (!strcmp(cJSON_GetObjectItem(choice0(j), "finish_reason")->valuestring, "stop")) assert_true(json_strict(ct, strlen(ct)));
+    else assert_non_null(strchr(ct, '{'));
+    cJSON_Delete(j);
 }
 
 /* ---- 3. strict input, CORS, the key ---- */
@@ -1507,6 +1783,8 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_utf8_replies),
         cmocka_unit_test(test_openai_fields),
+        cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_json_mode),
         cmocka_unit_test(test_strict_input),
         cmocka_unit_test(test_llama_endpoints),
         cmocka_unit_test(test_queue_full),

@@ -6,7 +6,9 @@
  * with one smallkv_step_batch. A sequence ends at a stop token, a stop string, max_tokens,
  * the context's end, its deadline or a cancel (client gone); its session then goes back to
  * the cache. The text it builds is always well-formed UTF-8: a token that ends inside a
- * character waits for the next one to complete it. */
+ * character waits for the next one to complete it. A request that asks for log
+ * probabilities gets one per token (logprobs.c); one in JSON mode samples only tokens the
+ * JSON automaton allows (json_constrain.c) and ends when its object closes. */
 #include "serve.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@ typedef struct {
     serve_sess *ss;
     unsigned long long rng;
     int *counts;               /* times each token was generated (for the penalties), or NULL */
+    serve_json js;             /* JSON mode: the reply so far, read by the automaton */
 } active_seq;
 
 struct serve_engine {
@@ -35,6 +38,8 @@ struct serve_engine {
     int n_act;
     int vocab;
     serve_cand *scratch;       /* serve_sample's, one vocab */
+    unsigned char *allowed;    /* JSON mode's mask, one vocab */
+    serve_json_vocab jv;       /* JSON mode's view of the vocabulary (made at the first use) */
 };
 
 serve_job *serve_job_new(serve_params *prm, int timeout_s) {
@@ -58,6 +63,7 @@ void serve_job_release(serve_job *j) {
     if (r > 0) return;
     serve_params_free(&j->prm);
     free(j->text);
+    free(j->lp);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -205,7 +211,9 @@ static int start(serve_engine *e, active_seq *a) {
         finish(e, a, NULL, 500, "out of memory");
         return -1;
     }
+    serve_json_init(&a->js);
     pthread_mutex_lock(&j->mu);
+    j->pair = e->p;
     j->reused = reused;
     j->started = true;
     pthread_mutex_unlock(&j->mu);
@@ -256,6 +264,49 @@ static int add_text(serve_job *j, const char *b, size_t n) {
     return 0;
 }
 
+/* JSON mode's view of the vocabulary, made at its first use: each token's bytes; stop
+ * tokens are banned, and so are control tokens (text such as "<|im_start|>" that the
+ * tokenizer, reading it as plain text, does not give back as that one token) */
+static int json_vocab(serve_engine *e) {
+    if (e->jv.bytes) return 0;
+    const int V = e->vocab;
+    serve_json_vocab v = { V, calloc((size_t)V, sizeof(char *)), calloc((size_t)V, sizeof(size_t)), calloc((size_t)V, 1) };
+    if (!e->allowed) e->allowed = malloc((size_t)V);
+    if (!v.bytes || !v.len || !v.banned || !e->allowed) {
+        free(v.bytes); free(v.len); free(v.banned);
+        return -1;
+    }
+    for (int t = 0; t < V; t++) {
+        size_t n = 0;
+        const char *b = smallkv_token_bytes(e->p, t, &n);
+        v.bytes[t] = b;
+        v.len[t] = b ? n : 0;
+        if (smallkv_is_stop(e->p, t)) { v.banned[t] = 1; continue; }
+        if (b && n >= 3 && n < 64 && b[0] == '<' && b[n - 1] == '>') {
+            char text[64];
+            int ids[4];
+            memcpy(text, b, n);
+            text[n] = 0;
+            v.banned[t] = smallkv_tokenize(e->p, text, 0, ids, 4) != 1 || ids[0] != t;
+        }
+    }
+    e->jv = v;
+    return 0;
+}
+
+/* the next token of a sequence from the session's logits; -1 + message in *why */
+static int next_token(serve_engine *e, active_seq *a, const float *logits, const char **why) {
+    const serve_params *p = &a->j->prm;
+    *why = NULL;
+    if (!p->json)
+        return serve_sampling_plain(p) ? smallkv_sample(a->ss->s, p->temperature, &a->rng)
+             : logits ? serve_sample(logits, e->vocab, p, a->counts, e->scratch, &a->rng) : -1;
+    if (!logits) return -1;
+    if (json_vocab(e)) { *why = "out of memory"; return -1; }
+    if (serve_json_mask(&a->js, &e->jv, e->allowed) == 0) { *why = "JSON mode: no token can continue the reply"; return -1; }
+    return serve_sample_masked(logits, e->vocab, p, a->counts, e->allowed, e->scratch, &a->rng);
+}
+
 /* one round: a token for each sequence, then one batched step for those that go on */
 static void round_step(serve_engine *e) {
     smallkv_session *ss[e->n_act > 0 ? e->n_act : 1];
@@ -270,19 +321,31 @@ static void round_step(serve_engine *e) {
         if (cancelled) { finish(e, a, "cancelled", 0, NULL); continue; }
         if (t0 > j->deadline) { finish(e, a, NULL, 504, "request timed out"); continue; }
         const float *logits = smallkv_logits(a->ss->s);
-        int t = serve_sampling_plain(&j->prm) ? smallkv_sample(a->ss->s, j->prm.temperature, &a->rng)
-              : logits ? serve_sample(logits, e->vocab, &j->prm, a->counts, e->scratch, &a->rng) : -1;
-        if (t < 0) { finish(e, a, NULL, 500, smallkv_last_error()); continue; }
+        const char *why;
+        int t = next_token(e, a, logits, &why);
+        if (t < 0) { finish(e, a, NULL, 500, why ? why : smallkv_last_error()); continue; }
         if (smallkv_is_stop(e->p, t)) { finish(e, a, "stop", 0, NULL); continue; }
         if (a->counts) a->counts[t]++;
+        serve_lp lp = { 0 };
+        const bool want_lp = j->prm.logprobs && logits;
+        if (want_lp) serve_logprob(logits, e->vocab, t, j->prm.top_logprobs, &lp);
         size_t n;
         const char *b = smallkv_token_bytes(e->p, t, &n);
+        if (!b) n = 0;
         pthread_mutex_lock(&j->mu);
         j->n_out++;
-        int hit = add_text(j, b ? b : "", b ? n : 0);
+        lp.off = j->len;   /* where this token's text starts */
+        int hit = want_lp && serve_logprob_push(j, &lp);
+        hit = hit || add_text(j, b ? b : "", n);
+        /* a stop string cut the text: the tokens that start after the cut are not in the reply */
+        while (hit && j->n_lp > 0 && j->lp[j->n_lp - 1].off >= j->len) j->n_lp--;
         pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&j->mu);
         if (hit) { finish(e, a, "stop", 0, NULL); continue; }
+        if (j->prm.json && serve_json_feed(&a->js, b ? b : "", n) && serve_json_done(&a->js)) {
+            finish(e, a, "stop", 0, NULL);   /* the object has closed */
+            continue;
+        }
         if (j->n_out >= j->prm.max_tokens || smallkv_length(a->ss->s) + 1 >= e->cfg->ctx) {
             finish(e, a, "length", 0, NULL);
             continue;
@@ -439,6 +502,10 @@ void serve_engine_free(serve_engine *e) {
     serve_cache_free(e->cache);
     free(e->act);
     free(e->scratch);
+    free(e->allowed);
+    free(e->jv.bytes);
+    free(e->jv.len);
+    free(e->jv.banned);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

@@ -49,6 +49,7 @@ typedef struct {
     int fd;
     char id[48];
     size_t sent;              /* text bytes sent */
+    int lp_sent;              /* log probabilities sent (j->lp) */
     bool first, finished;     /* role chunk sent; final chunks queued */
     char *out; size_t out_len, out_off;
 } stream_ctx;
@@ -158,8 +159,9 @@ static void out_add(stream_ctx *s, const char *a, const char *b) {
     s->out_len += la + lb + 2;
 }
 
-static void add_chunk(stream_ctx *s, const char *delta, size_t n, const char *finish, bool usage) {
-    char *js = serve_chunk_json(s->sv->cfg, s->j, s->id, delta, n, !s->first, finish, usage);
+static void add_chunk(stream_ctx *s, const char *delta, size_t n, const char *finish, bool usage, int lp_to) {
+    char *js = serve_chunk_json(s->sv->cfg, s->j, s->id, delta, n, !s->first, finish, usage, s->lp_sent, lp_to);
+    if (lp_to > s->lp_sent) s->lp_sent = lp_to;
     s->first = true;
     if (js) out_add(s, "data: ", js);
     free(js);
@@ -185,11 +187,15 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             out_add(s, "data: [DONE]", NULL);
             s->finished = true;
         } else {
-            if (n > s->sent || !s->first) add_chunk(s, j->text ? j->text + s->sent : "", n - s->sent, NULL, false);
+            /* the log probabilities of the tokens whose text this chunk carries (all at the end) */
+            int lp_to = s->lp_sent;
+            while (lp_to < j->n_lp && (j->done || j->lp[lp_to].off < n)) lp_to++;
+            if (n > s->sent || !s->first || lp_to > s->lp_sent)
+                add_chunk(s, j->text ? j->text + s->sent : "", n - s->sent, NULL, false, lp_to);
             s->sent = n;
             if (j->done) {
-                add_chunk(s, "", 0, j->finish ? j->finish : "stop", false);
-                if (j->prm.stream_usage) add_chunk(s, "", 0, NULL, true);
+                add_chunk(s, "", 0, j->finish ? j->finish : "stop", false, s->lp_sent);
+                if (j->prm.stream_usage) add_chunk(s, "", 0, NULL, true, s->lp_sent);
                 out_add(s, "data: [DONE]", NULL);
                 s->finished = true;
             }

@@ -153,7 +153,7 @@ static const struct { const char *name; int where; } FIELDS[] = {
     { "stream_options", BOTH }, { "n", BOTH }, { "smallkv", BOTH },
     { "user", BOTH }, { "store", CH }, { "metadata", CH }, { "parallel_tool_calls", CH }, { "service_tier", CH },
     { "prompt_cache_key", CH }, { "safety_identifier", CH },
-    { "logprobs", BOTH }, { "top_logprobs", CH }, { "response_format", CH }, { "tools", CH }, { "tool_choice", CH },
+    { "logprobs", BOTH }, { "top_logprobs", CH }, { "response_format", BOTH }, { "tools", CH }, { "tool_choice", CH },
     { "functions", CH }, { "function_call", CH }, { "modalities", CH }, { "best_of", CO }, { "echo", CO }, { "suffix", CO },
     { "audio", CH }, { "prediction", CH }, { "web_search_options", CH }, { "reasoning_effort", CH }, { "verbosity", CH },
 };
@@ -396,19 +396,25 @@ static int parse_field(const serve_config *cfg, smallkv_pair *p, cJSON *f, serve
         rc = want_type(k, cJSON_IsBool(f), "a boolean", err);
     } else if (!strcmp(k, "metadata")) {
         rc = want_type(k, cJSON_IsObject(f), "an object", err);
-    /* accepted with the value that asks for nothing, refused otherwise */
-    } else if (!strcmp(k, "logprobs")) {   /* a boolean for chat, a count for completions */
-        if (cJSON_IsTrue(f) || cJSON_IsNumber(f)) rc = refuse(err, k, "log probabilities are not supported");
-        else rc = want_type(k, cJSON_IsFalse(f), "a boolean", err);
-    } else if (!strcmp(k, "top_logprobs")) {
-        if (!(rc = get_int(f, k, 0, 20, &d, err)) && d > 0) rc = refuse(err, k, "log probabilities are not supported");
+    } else if (!strcmp(k, "logprobs")) {   /* chat: a boolean; completions: a count 0..5 (false: none) */
+        if (o->chat) {
+            if (!(rc = want_type(k, cJSON_IsBool(f), "a boolean", err))) o->logprobs = cJSON_IsTrue(f);
+        } else if (!cJSON_IsFalse(f) && !(rc = get_int(f, k, 0, 5, &d, err))) {
+            o->logprobs = true;
+            o->top_logprobs = (int)d;
+        }
+    } else if (!strcmp(k, "top_logprobs")) {   /* chat; needs logprobs: true (checked after) */
+        if (!(rc = get_int(f, k, 0, SERVE_MAX_TOP, &d, err))) o->top_logprobs = (int)d;
     } else if (!strcmp(k, "response_format")) {
         cJSON *t = cJSON_GetObjectItemCaseSensitive(f, "type");
         if ((rc = want_type(k, cJSON_IsObject(f) && cJSON_IsString(t), "an object with a string 'type'", err))) return rc;
-        if (!strcmp(t->valuestring, "json_object") || !strcmp(t->valuestring, "json_schema"))
-            rc = refuse(err, k, "JSON mode and structured outputs are not supported (type 'text' only)");
+        if (!strcmp(t->valuestring, "json_object"))
+            o->json = true;
+        else if (!strcmp(t->valuestring, "json_schema"))
+            rc = refuse(err, k, "structured outputs (json_schema) are not supported; 'json_object' gives any JSON object");
         else if (strcmp(t->valuestring, "text"))
-            rc = fail(err, 400, k, "invalid_value", "'response_format.type' is '%.40s' (text)", t->valuestring);
+            rc = fail(err, 400, k, "invalid_value", "'response_format.type' is '%.40s' (text or json_object)", t->valuestring);
+    /* accepted with the value that asks for nothing, refused otherwise */
     } else if (!strcmp(k, "tools") || !strcmp(k, "functions")) {
         if (!(rc = want_type(k, cJSON_IsArray(f), "an array", err)) && cJSON_GetArraySize(f) > 0)
             rc = refuse(err, k, "tool and function calling are not supported");
@@ -442,6 +448,11 @@ static int parse_obj(const serve_config *cfg, smallkv_pair *p, bool chat, cJSON 
         int rc = parse_field(cfg, p, f, o, err);
         if (rc) return rc;
     }
+    if (chat && o->top_logprobs > 0 && !o->logprobs)
+        return fail(err, 400, "top_logprobs", "invalid_value", "'top_logprobs' needs 'logprobs': true");
+    if (o->json && o->n_stop > 0)
+        return fail(err, 400, "stop", "unsupported_value",
+                    "'stop' cannot be used with response_format json_object: a stop string would cut the JSON");
     /* the policy: known, and what it needs is loaded */
     unsigned needs = 0;
     if (smallkv_policy_check(o->policy, &needs))

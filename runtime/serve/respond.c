@@ -1,6 +1,7 @@
 /* respond.c: the JSON bodies the server answers with (cJSON): a chat or text completion,
  * one server-sent-event chunk of a stream (each completion body carries a "smallkv" object
- * with the session's memory by tier and the prompt tokens reused), the model list and one
+ * with the session's memory by tier and the prompt tokens reused; "logprobs" is null unless
+ * asked for, then logprobs.c's object for the tokens it carries), the model list and one
  * model, the server's properties (GET /props), and /tokenize's and /detokenize's answers. */
 #include "serve.h"
 #include <cjson/cJSON.h>
@@ -63,6 +64,8 @@ char *serve_completion_json(const serve_config *cfg, const serve_job *j, const c
     } else {
         cJSON_AddItemToObject(c, "text", text_n(j->text ? j->text : "", j->len));
     }
+    if (j->prm.logprobs) cJSON_AddItemToObject(c, "logprobs", serve_logprobs_json(j, 0, j->n_lp));
+    else cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", j->finish ? j->finish : "stop");
     add_usage(o, j);
     add_memory(o, j);
@@ -72,7 +75,7 @@ char *serve_completion_json(const serve_config *cfg, const serve_job *j, const c
 }
 
 char *serve_chunk_json(const serve_config *cfg, const serve_job *j, const char *id, const char *delta,
-                       size_t n, bool first, const char *finish, bool usage) {
+                       size_t n, bool first, const char *finish, bool usage, int lp_from, int lp_to) {
     const bool chat = j->prm.chat;
     cJSON *o = head(cfg, j, id, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *ch = cJSON_AddArrayToObject(o, "choices");
@@ -87,6 +90,8 @@ char *serve_chunk_json(const serve_config *cfg, const serve_job *j, const char *
         } else {
             cJSON_AddItemToObject(c, "text", text_n(delta ? delta : "", n));
         }
+        if (j->prm.logprobs && lp_to > lp_from) cJSON_AddItemToObject(c, "logprobs", serve_logprobs_json(j, lp_from, lp_to));
+        else cJSON_AddNullToObject(c, "logprobs");
         if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
         else cJSON_AddNullToObject(c, "finish_reason");
     }

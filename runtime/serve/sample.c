@@ -1,5 +1,6 @@
 /* sample.c: the sampler for requests that ask for more than a temperature: logit_bias,
- * presence and frequency penalties, top-k, top-p and min-p, over a session's logits
+ * presence and frequency penalties, top-k, top-p and min-p, a mask of allowed tokens (JSON
+ * mode), over a session's logits
  * (smallkv_logits). The library samples with a temperature alone (smallkv_sample), so a
  * request that asks for nothing more keeps the library's own tokens. The filters follow
  * the order of Hugging Face's samplers: temperature, top-k, top-p (of what top-k kept),
@@ -29,6 +30,11 @@ static int by_weight(const void *a, const void *b) {
 
 int serve_sample(const float *logits, int V, const serve_params *p, const int *counts, serve_cand *c,
                  unsigned long long *rng) {
+    return serve_sample_masked(logits, V, p, counts, NULL, c, rng);
+}
+
+int serve_sample_masked(const float *logits, int V, const serve_params *p, const int *counts,
+                        const unsigned char *allowed, serve_cand *c, unsigned long long *rng) {
     for (int i = 0; i < V; i++) {
         float x = logits[i];
         if (counts && counts[i]) x -= (float)counts[i] * p->frequency + p->presence;
@@ -36,9 +42,16 @@ int serve_sample(const float *logits, int V, const serve_params *p, const int *c
         c[i].id = i;
     }
     for (int b = 0; b < p->n_bias; b++) c[p->bias_id[b]].w += p->bias[b];
+    if (allowed) {   /* only the allowed candidates, in id order, from here on */
+        int k = 0;
+        for (int i = 0; i < V; i++)
+            if (allowed[i]) c[k++] = c[i];
+        if (k == 0) return -1;
+        V = k;
+    }
     int best = 0;
     for (int i = 1; i < V; i++) if (c[i].w > c[best].w) best = i;
-    if (p->temperature <= 0) return best;
+    if (p->temperature <= 0) return c[best].id;
     /* weights relative to the top token's (1) and their sum */
     const float top = c[best].w;
     double z = 0;

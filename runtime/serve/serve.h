@@ -7,7 +7,10 @@
  *               the UTF-8 checks and repair the engine and the replies share
  *   respond.c   response bodies: completion objects, stream chunks, models, props, tokens
  *   engine.c    the worker thread: bounded queue, batched decoding, stop rules, cancel
- *   sample.c    the sampler for requests that ask for more than a temperature
+ *   sample.c    the sampler for requests that ask for more than a temperature (or a mask)
+ *   logprobs.c  log probabilities: each generated token's and its top alternatives', and
+ *               their JSON in OpenAI's chat and completions shapes
+ *   json_constrain.c  JSON mode: a pushdown automaton over bytes and the vocabulary mask
  *   cache.c     the session cache: conversations and shared prefixes by token prefix, an
  *               LRU bounded by bytes
  *   conns.c     the connection guard: per-address and total caps, header and body deadlines
@@ -45,7 +48,7 @@ typedef struct {
     const char *model_name;    /* id in /v1/models */
 } serve_config;
 
-enum { SERVE_MAX_STOP = 4 };
+enum { SERVE_MAX_STOP = 4, SERVE_MAX_TOP = 20 };
 
 /* What request.c makes of a body. */
 typedef struct {
@@ -59,6 +62,9 @@ typedef struct {
     float presence, frequency; /* penalties on the tokens generated so far */
     int n_bias; int *bias_id; float *bias;   /* logit_bias */
     char *stop[SERVE_MAX_STOP]; int n_stop;
+    bool logprobs;             /* chat logprobs: true; completions logprobs: N (any N) */
+    int top_logprobs;          /* alternatives per token: chat top_logprobs, completions N */
+    bool json;                 /* response_format {"type": "json_object"}: a constrained reply */
     bool stream, stream_usage;
     char policy[160];
     double budget;
@@ -79,6 +85,8 @@ typedef struct serve_job {
     size_t hot, cold, slm, full;   /* the session's memory by tier at the end */
     int length;                    /* tokens in the session at the end */
     int refs;                      /* HTTP side + engine */
+    const smallkv_pair *pair;      /* set by the engine before started (token bytes for logprobs) */
+    struct serve_lp *lp; int n_lp, cap_lp;   /* a log probability per generated token (prm.logprobs) */
     struct serve_job *next;        /* queue link */
 } serve_job;
 
@@ -104,8 +112,9 @@ size_t serve_utf8_fix(const char *s, size_t n, char *out, size_t *tail);
 
 /* ---- respond.c ---- */
 char *serve_completion_json(const serve_config *cfg, const serve_job *j, const char *id);
+/* one stream chunk: delta (n bytes), and the log probabilities j->lp[lp_from, lp_to) */
 char *serve_chunk_json(const serve_config *cfg, const serve_job *j, const char *id, const char *delta,
-                       size_t n, bool first, const char *finish, bool usage);
+                       size_t n, bool first, const char *finish, bool usage, int lp_from, int lp_to);
 char *serve_models_json(const serve_config *cfg);
 char *serve_model_json(const serve_config *cfg);              /* GET /v1/models/{id} */
 char *serve_props_json(const serve_config *cfg, const smallkv_pair *p);
@@ -122,6 +131,47 @@ bool serve_sampling_plain(const serve_params *p);
 typedef struct { float w; int id; } serve_cand;
 int serve_sample(const float *logits, int V, const serve_params *p, const int *counts, serve_cand *scratch,
                  unsigned long long *rng);
+/* The same over the tokens allowed[t] != 0 only (NULL: all); -1 when none is allowed. */
+int serve_sample_masked(const float *logits, int V, const serve_params *p, const int *counts,
+                        const unsigned char *allowed, serve_cand *scratch, unsigned long long *rng);
+
+/* ---- logprobs.c ---- */
+/* One generated token's log probability and its top alternatives: log-softmax of the
+ * model's raw logits (before logit_bias, penalties, temperature, filters or a JSON mask). */
+typedef struct serve_lp {
+    int id; float lp;
+    size_t off;                    /* byte offset of its text in j->text */
+    int n_top;
+    int top_id[SERVE_MAX_TOP]; float top_lp[SERVE_MAX_TOP];
+} serve_lp;
+/* Fill *out for token tok from logits (vocab V) with n_top alternatives (0..SERVE_MAX_TOP). */
+void serve_logprob(const float *logits, int V, int tok, int n_top, serve_lp *out);
+/* Append *e to j->lp (j->mu held); -1 when out of memory. */
+int serve_logprob_push(serve_job *j, const serve_lp *e);
+/* OpenAI's logprobs object for j->lp[from, to): chat {"content": [...], "refusal": null},
+ * completions {"tokens", "token_logprobs", "top_logprobs", "text_offset"}. A cJSON item. */
+struct cJSON;
+struct cJSON *serve_logprobs_json(const serve_job *j, int from, int to);
+
+/* ---- json_constrain.c ---- */
+/* JSON mode's automaton: the state after some bytes of a reply. A value; copy it to try
+ * bytes without committing. */
+enum { SERVE_JSON_DEPTH = 64, SERVE_JSON_WS = 16, SERVE_JSON_NUM = 40 };
+typedef struct {
+    uint64_t stack;            /* bit d: the container at depth d is an array (else an object) */
+    uint8_t depth, st, sub, key, lit, hi_d, u_need, u_lo, u_hi, ws;
+    uint16_t nlen;
+} serve_json;
+/* the vocabulary as the mask sees it: each token's bytes; banned[t] != 0 never allowed
+ * (stop and control tokens) */
+typedef struct { int n; const char **bytes; size_t *len; unsigned char *banned; } serve_json_vocab;
+void serve_json_init(serve_json *s);
+/* read n bytes: false when one of them cannot continue a JSON object (*s is then spoilt) */
+bool serve_json_feed(serve_json *s, const char *bytes, size_t n);
+bool serve_json_done(const serve_json *s);            /* the object has closed */
+bool serve_json_valid(const char *s, size_t n);       /* exactly one JSON object (whitespace around it) */
+/* allowed[t] = 1 for each token whose bytes all continue *s; returns how many */
+int serve_json_mask(const serve_json *s, const serve_json_vocab *v, unsigned char *allowed);
 
 /* ---- engine.c ---- */
 typedef struct serve_engine serve_engine;
