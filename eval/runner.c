@@ -50,6 +50,8 @@ static int cell_opts(const skv_eval_ctx *c, const skv_eval_pol *p, double budget
                              p->map ? 0 : c->map_depth))
         return skv_error_prefix("%s", p->label);
     o->kv_f16 = c->kv_f16;
+    o->budget_prompt = c->budget_prompt;
+    o->per_head = c->per_head && !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL);
     o->max_ctx = max_ctx;
     if (c->T_max > 0) o->T_max = c->T_max;
     return 0;

@@ -40,6 +40,8 @@ typedef struct {
     const int *map;               /* profile map [L*H] or NULL (then smallkv needs :online) */
     int map_depth;                /* the profile's SLM depth (0: none), as the public API uses it */
     bool kv_f16;
+    bool budget_prompt;           /* budget base: the prompt length at compression (session.h) */
+    bool per_head;                /* selection per attention head (session.h) */
     int T_max;                    /* prefill block (default 256) */
     int batch;                    /* sessions per batched decode step; <= 1: one by one, and
                                      fidelity then times every cell's steps */

@@ -63,11 +63,28 @@ int smallkv_is_stop(const smallkv_pair *p, int id);
 
 /* ---- sessions ---- */
 
+/* One policy option set by name on top of smallkv_options.policy (see policy_opts). */
+typedef struct { const char *name; const char *value; } smallkv_policy_opt;
+
 typedef struct {
     const char *policy;    /* a policy spec "name[:option=value...]" (':' or ','), e.g. "h2o",
                               "h2o:heavy=0.3", "smallkv:score=acc:nosal"; default "full".
                               smallkv_policies_help() lists every policy and its options */
+    const smallkv_policy_opt *policy_opts;   /* n_policy_opts options set on top of policy's
+                              spec, in order (a later one wins): name as in the spec or a CLI
+                              flag ('-' and '_' alike, short names too), value NULL for an on/off
+                              flag. Programs pass their option flags here rather than writing
+                              them into a spec string */
+    int n_policy_opts;
+    int policy_opts_lenient; /* 1: an option the policy does not have is skipped (flags shared by
+                              all policies, as the CLI's); 0: it is an error */
     double budget;         /* hot-tier size as a fraction of the sequence, in (0, 1] */
+    int per_head;          /* 1: selection per attention (query) head, each head its own set and
+                              the hot tier the union per KV head (h2o and smallkv; the CPU only);
+                              0 (the default): one set per KV head */
+    int budget_prompt;     /* 1: the budget is a fraction of the prompt length at the first
+                              compression, fixed from then on (H2O's generation code); 0 (the
+                              default): of the current length at every step */
     int max_ctx;           /* longest sequence (0: min(model context, 4096)) */
     int kv_f32;            /* 1: fp32 K/V storage (default fp16) */
     const char *device;    /* "cpu" (default) or "cuda" (a build with make CUDA=1 and a GPU):
@@ -117,6 +134,12 @@ const char *smallkv_policies_markdown(void);
  * SMALLKV_NEEDS_*, or -1 + error (unknown policy or option, bad value). */
 enum { SMALLKV_NEEDS_SLM = 1, SMALLKV_NEEDS_PROFILE = 2, SMALLKV_NO_BUDGET = 4, SMALLKV_NO_GPU = 8 };
 int smallkv_policy_check(const char *spec, unsigned *needs);
+/* The same for whole options, checked without models: the policy spec with policy_opts
+ * applied, and the budget. 0 and *needs (may be NULL) set; *skipped (may be NULL) gets bit i
+ * set for each policy_opts entry i < 64 that a lenient check skipped; *label (may be NULL)
+ * the canonical label of the result ("h2o:heavy=0.3", static storage until the next call).
+ * -1 + error (unknown policy, option or value, budget outside (0, 1]). */
+int smallkv_options_check(const smallkv_options *o, unsigned *needs, unsigned long long *skipped, const char **label);
 /* For programs that turn their own flags into a spec: 1 when some policy has an option
  * called name ('-' and '_' alike; its short name also counts), with *takes_value 0 for an
  * on/off flag and 1 otherwise; 0 when none has. */
@@ -196,6 +219,9 @@ typedef struct {
     double spec_fork_seconds;     /* copying the LLM session to verify on (compressing policies), */
     double spec_verify_seconds;   /* the LLM's verify passes, */
     double spec_rollback_seconds; /* accepting and rolling back (truncate or replay) */
+    /* a policy's scoring passes over the prompt (KVzip's context reconstruction; 0 without) */
+    double score_pass_seconds;    /* of prefill_seconds: their wall time */
+    size_t score_pass_peak_bytes; /* the most transient bytes (activations, K/V) one pass held */
 } smallkv_stats;
 
 void smallkv_get_stats(const smallkv_session *s, smallkv_stats *st);

@@ -146,9 +146,56 @@ static void test_multiplicity(void **st) {
     free(k); free(v);
 }
 
+/* per-attention-head selection: head h over the union of slots with a mask equals head h
+ * over only its own slots (fast and reference, f32 and f16), masked slots get probability 0 */
+static void test_head_mask(void **st) {
+    (void)st;
+    const int g = 3, d = 32, n = 21;
+    for (int f16 = 0; f16 < 2; f16++) {
+        float kf[21 * 32], vf[21 * 32];
+        void *k = rows(n, d, f16, kf), *v = rows(n, d, f16, vf);
+        unsigned char mask[3 * 21];
+        for (int h = 0; h < g; h++)
+            for (int s2 = 0; s2 < n; s2++) mask[h * n + s2] = s2 == n - 1 || (s2 * 7 + h * 3) % 4 == 0;
+        float q[3 * 32], o1[3 * 32], o2[3 * 32], scr[32], hp[3 * 21];
+        for (int i = 0; i < g * d; i++) q[i] = 2 * frand();
+        skv_comp_args a = {.g = g, .d = d, .n_hot = n, .f16 = f16, .k = k, .v = v, .head_mask = mask,
+                           .head_p = hp, .scratch = scr};
+        skv_compensate(o1, q, &a);
+        for (int h = 0; h < g; h++)
+            for (int s2 = 0; s2 < n; s2++)
+                if (!mask[h * n + s2]) assert_true(hp[h * n + s2] == 0.0f);
+        a.head_p = NULL;
+        skv_compensate_ref(o2, q, &a);
+        assert_true(maxdiff(o1, o2, g * d) < 1e-5f);
+        for (int h = 0; h < g; h++) {   /* head h alone over its own slots, packed */
+            float ks[21 * 32], vs[21 * 32], oh[32];
+            int m = 0;
+            for (int s2 = 0; s2 < n; s2++)
+                if (mask[h * n + s2]) {
+                    memcpy(ks + m * d, kf + s2 * d, sizeof(float) * d);
+                    memcpy(vs + m * d, vf + s2 * d, sizeof(float) * d);
+                    m++;
+                }
+            const size_t rb = (size_t)d * (f16 ? 2 : 4);
+            char *kp = malloc((size_t)m * rb + 4), *vp = malloc((size_t)m * rb + 4);
+            for (int r = 0; r < m; r++) {
+                skv_kv_store_row(kp + r * rb, ks + r * d, d, f16);
+                skv_kv_store_row(vp + r * rb, vs + r * d, d, f16);
+            }
+            skv_comp_args b = {.g = 1, .d = d, .n_hot = m, .f16 = f16, .k = kp, .v = vp, .scratch = scr};
+            skv_compensate_ref(oh, q + h * d, &b);
+            assert_true(maxdiff(oh, o1 + h * d, d) < 1e-5f);
+            free(kp); free(vp);
+        }
+        free(k); free(v);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_multiplicity),
+        cmocka_unit_test(test_head_mask),
         cmocka_unit_test(test_fast_vs_ref_f32),
         cmocka_unit_test(test_fast_vs_ref_f16),
         cmocka_unit_test(test_equals_attention),

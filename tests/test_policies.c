@@ -1,7 +1,8 @@
 /* test_policies.c: each policy's selection on small synthetic scores against a
  * hand-computed answer, SmallKV's budget split, the marginal weights, the lane shares
  * of PyramidKV / Ada-KV, SnapKV's decode=keep|evict, Quest's page bounds (they bound every
- * true score of their page) and pages, the oracle's exact top-k, and the descriptions users
+ * true score of their page) and pages, the oracle's exact top-k, PyramidInfer's per-layer
+ * budgets, nested recent-window selection and decode blocks, and the descriptions users
  * read (docs/policies.md). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include "runtime/policies/smallkv.h"
 #include "runtime/policies/snapkv.h"
 #include "common/util.h"
+#include "include/smallkv.h"
 
 #define NMAX 64
 typedef struct { int kv[NMAX], v[NMAX], itmp[NMAX]; float ftmp[NMAX]; unsigned char mark[NMAX]; } bufs;
@@ -216,15 +218,28 @@ static void test_smallkv_split(void **st) {
     skv_smallkv_opts o;
     memcpy(&o, spec.opts, sizeof o);
     int cr, rc, mg;
-    skv_smallkv_split(&o, 200, &cr, &rc, &mg);       /* tau 20% of 1000 -> 10% / 5% / 10% */
+    skv_smallkv_split(&o, 200, 1000, &cr, &rc, &mg);       /* tau 20% of 1000 -> 10% / 5% / 10% */
     assert_int_equal(cr, 100); assert_int_equal(rc, 50); assert_int_equal(mg, 100);
-    skv_smallkv_split(&o, 10, &cr, &rc, &mg);        /* x = 2.5 -> 5, 2, 5: cost 9.5 <= 10 */
+    skv_smallkv_split(&o, 10, 1000, &cr, &rc, &mg);        /* x = 2.5 -> 5, 2, 5: cost 9.5 <= 10 */
     assert_int_equal(cr, 5); assert_int_equal(rc, 2); assert_int_equal(mg, 5);
-    skv_smallkv_split(&o, 6, &cr, &rc, &mg);         /* small: critical keeps sinks + 1, recent 1, no marginal */
+    skv_smallkv_split(&o, 6, 1000, &cr, &rc, &mg);         /* small: critical keeps sinks + 1, recent 1, no marginal */
     assert_int_equal(cr, 5); assert_int_equal(rc, 1); assert_int_equal(mg, 0);
     o.no_marginal = true;
-    skv_smallkv_split(&o, 30, &cr, &rc, &mg);        /* 2 : 1 of the whole budget */
+    skv_smallkv_split(&o, 30, 1000, &cr, &rc, &mg);        /* 2 : 1 of the whole budget */
     assert_int_equal(cr, 20); assert_int_equal(rc, 10); assert_int_equal(mg, 0);
+    /* split=small: at 5 % of the sequence most slots go to critical tokens (6:1:1), above
+     * small_at (7.5 %) the fixed split */
+    assert_int_equal(skv_policy_spec_parse("smallkv:split=small", &spec), 0);
+    memcpy(&o, spec.opts, sizeof o);
+    skv_smallkv_split(&o, 50, 1000, &cr, &rc, &mg);   /* x = 50 / 7.5 -> 40, 6, 6: cost 49 */
+    assert_int_equal(cr, 40); assert_int_equal(rc, 6); assert_int_equal(mg, 6);
+    skv_smallkv_split(&o, 100, 1000, &cr, &rc, &mg);  /* 10 %: the fixed 2:1:2 */
+    assert_int_equal(cr, 50); assert_int_equal(rc, 25); assert_int_equal(mg, 50);
+    int fc, fr, fm;
+    assert_int_equal(skv_policy_spec_parse("smallkv", &spec), 0);
+    memcpy(&o, spec.opts, sizeof o);
+    skv_smallkv_split(&o, 50, 1000, &fc, &fr, &fm);   /* fixed at 5 %: 25, 12, 25 */
+    assert_true(cr > fc && fc == 25 && fr == 12 && fm == 25);
 }
 
 static void test_smallkv_select(void **st) {
@@ -602,6 +617,177 @@ static void test_snapkv_decode(void **st) {
     assert_string_equal(label, "pyramidkv:decode=keep");
 }
 
+/* PyramidInfer's per-layer budgets: cosine ratios r(l) = (1 - d)(cos(pi l / L) + 1) / 2 + d,
+ * c_l = r(0) ... r(l-1), share_l = (0.8 c_l + 0.2) / mean. L = 4, d = 0.5: r = 1, 0.92678,
+ * 0.75, c = 1, 1, 0.92678, 0.69508, shares 1.08182, 1.08182, 1.01844, 0.81792 (mean 1). */
+static void test_pyramidinfer_budgets(void **st) {
+    (void)st;
+    skv_policy *p = mkpol("pyramidinfer:pi_decay=0.5", 4, 2, 2);
+    assert_non_null(p);
+    const double want[4] = {1.081815729449073, 1.081815729449073, 1.0184444312168004, 0.8179241098850539};
+    double mean = 0;
+    for (int l = 0; l < 4; l++) {
+        for (int j = 0; j < 2; j++) assert_float_equal(p->lane_share(p, l, j, 10), want[l], 1e-6);
+        mean += p->lane_share(p, l, 0, 10) / 4;
+    }
+    assert_float_equal(mean, 1.0, 1e-9);
+    skv_policy_free(p);
+    /* every 2nd layer only: c = 1, 1, 1, 0.75 */
+    p = mkpol("pyramidinfer:pi_decay=0.5:pi_interval=2", 4, 2, 2);
+    const double m2 = (3 * 1.0 + (0.8 * 0.75 + 0.2)) / 4;
+    assert_float_equal(p->lane_share(p, 1, 0, 10), 1.0 / m2, 1e-6);
+    assert_float_equal(p->lane_share(p, 2, 0, 10), 1.0 / m2, 1e-6);
+    assert_float_equal(p->lane_share(p, 3, 1, 10), (0.8 * 0.75 + 0.2) / m2, 1e-6);
+    skv_policy_free(p);
+    /* as published, the budget plays no part */
+    p = mkpol("pyramidinfer:pi_retain=schedule", 4, 2, 2);
+    for (int l = 0; l < 4; l++) assert_float_equal(p->lane_share(p, l, 0, 10), 1.0, 0);
+    skv_policy_free(p);
+}
+
+/* The published prefill on hand-made window sums: n = 20, recent 1 + int(0.25 n) = 6
+ * (positions 14..19), context 0..13, constant ratio 0.5, sink 0. Layer 0 keeps all; layer 1
+ * the sink + the top 6 of layer 0's window attention (int(14 x 0.5) = 7); layer 2 the sink
+ * + the top 2 of layer 1's scores among layer 1's context (int(7 x 0.5) = 3): positions 1
+ * and 4 score highest in layer 1 but were dropped above, so they stay out. The column sums
+ * (the whole prompt's attention) rank differently and must not matter. */
+static void test_pyramidinfer_select(void **st) {
+    (void)st;
+    const int n = 20;
+    skv_kvcache *c = cache(3, 1, n);
+    skv_policy *p = mkpol("pyramidinfer:pi_retain=schedule:pi_recent=0.25:pi_schedule=constant:pi_decay=0.5:"
+                          "pi_min_ctx=2:sinks=1:window=4", 3, 2, 1);
+    assert_non_null(p);
+    float obs[3][2 * 20] = {{0}}, colsum[2 * 20];
+    for (int k = 0; k < 2 * n; k++) colsum[k] = (k % 20 == 1 || k % 20 == 4 || k % 20 == 6) ? 100 : 0;
+    /* layer 0, heads summed: 2 -> 9, 3 -> 8, 5 -> 7, 8 -> 6, 11 -> 5, 13 -> 4; others below 1 */
+    const int top0[6] = {2, 3, 5, 8, 11, 13};
+    for (int i = 0; i < 6; i++) { obs[0][top0[i]] = 4.5f - 0.5f * i; obs[0][20 + top0[i]] = 4.5f - 0.5f * i; }
+    for (int k = 0; k < n; k++) obs[0][k] += 0.01f * k;
+    /* layer 1: 1 -> 50, 4 -> 40 (dropped by layer 1), then 11 -> 9, 3 -> 8, others small */
+    obs[1][1] = 50; obs[1][4] = 40; obs[1][11] = 9; obs[1][20 + 3] = 8; obs[1][5] = 1;
+    for (int k = 0; k < n; k++) obs[2][k] = 1;
+    const int want1[13] = {0, 2, 3, 5, 8, 11, 13, 14, 15, 16, 17, 18, 19};
+    const int want2[9] = {0, 3, 11, 14, 15, 16, 17, 18, 19};
+    bufs b;
+    for (int l = 0; l < 3; l++) {
+        skv_prefill_info pi = {.layer = l, .H = 2, .Hkv = 1, .n0 = 0, .n = n, .stride = 20, .colsum = colsum,
+                               .obs = obs[l], .obs_rows = 4, .cache = c, .budget = 2};
+        assert_int_equal(p->on_prefill(p, &pi), 0);
+        skv_select_io io = io_for(c, &b, l, 0, n, 0, 2);   /* the budget is ignored as published */
+        assert_int_equal(p->select(p, &io), 0);
+        if (l == 0) assert_int_equal(io.n_kv, n);
+        if (l == 1) expect(io.kv_pos, io.n_kv, want1, 13);
+        if (l == 2) expect(io.kv_pos, io.n_kv, want2, 9);
+    }
+    skv_policy_free(p);
+    skv_kvcache_free(c);
+}
+
+/* Published decoding (one layer, g(0) = 1): a prompt of 10, recent 1 + int(0.1 n) = 2,
+ * exceed 4, gen_compress 0.5. At n = 16 the hot length 16 - 2 - 10 >= 4: the block 10..13
+ * before the recent window keeps int(4 x 0.5) = 2 by the last window rows (window 4: the
+ * current row and the 3 before it); rows that left the window (100 on 10, 100 on 12) no
+ * longer count, so 11 and 13 stay. At n = 17 nothing more (15 - 2 - 12 < 4). */
+static void test_pyramidinfer_decode(void **st) {
+    (void)st;
+    const int n = 10;
+    skv_kvcache *c = cache(1, 1, 20);
+    skv_policy *p = mkpol("pyramidinfer:pi_retain=schedule:pi_recent=0.1:pi_exceed=4:pi_gen_compress=0.5:"
+                          "sinks=1:window=4", 1, 1, 1);
+    float obs[10] = {0};
+    skv_prefill_info pi = {.layer = 0, .H = 1, .Hkv = 1, .n0 = 0, .n = n, .stride = 10, .obs = obs, .obs_rows = 4,
+                           .cache = c, .budget = 1};
+    assert_int_equal(p->on_prefill(p, &pi), 0);
+    bufs b;
+    skv_select_io io = io_for(c, &b, 0, 0, n, 0, 1);
+    assert_int_equal(p->select(p, &io), 0);
+    assert_int_equal(io.n_kv, n);
+    int need[1] = {20};
+    assert_int_equal(skv_kvcache_hot_reserve(c, 0, need, NULL), 0);
+    assert_int_equal(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0), n);
+    for (int k = n; k < 17; k++) {
+        io = io_for(c, &b, 0, 0, k + 1, k, 1);
+        assert_int_equal(p->select(p, &io), 0);
+        assert_int_equal(skv_kvcache_apply(c, 0, 0, io.kv_pos, io.n_kv, NULL, 0) >= 0, 1);
+        if (k < 15) assert_int_equal(io.n_kv, k + 1);
+        if (k == 15) {
+            const int want[14] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 14, 15};
+            expect(io.kv_pos, io.n_kv, want, 14);
+        }
+        if (k == 16) assert_int_equal(io.n_kv, 15);
+        /* this step's row over the hot slots */
+        float prob[NMAX] = {0};
+        for (int i = 0; i < io.n_kv; i++) {
+            const int q = io.kv_pos[i];
+            if (k == 10 && q == 10) prob[i] = 100;
+            if (k == 11 && q == 12) prob[i] = 100;
+            if (k >= 12) prob[i] = q == 11 ? 1 : q == 13 ? 2 : (q == 10 || q == 12) ? 0.5f : 0;
+        }
+        p->on_step(p, 0, 0, io.kv_pos, prob, NULL, io.n_kv);
+        assert_int_equal(p->after_step(p, k + 1), 0);
+    }
+    skv_policy_free(p);
+    skv_kvcache_free(c);
+}
+
+/* Held to the budget: over a prefill and 30 decode steps with pseudo-random attention rows,
+ * every lane stays within its budget, a layer's KV heads keep the same positions, the newest
+ * token stays, and at the prefill a deeper layer keeps a subset of the layer above. */
+static void test_pyramidinfer_budget_held(void **st) {
+    (void)st;
+    const int L = 4, H = 4, Hkv = 2, n0 = 30, steps = 30;
+    skv_kvcache *c = cache(L, Hkv, n0 + steps);
+    skv_policy *p = mkpol("pyramidinfer:window=4:sinks=2", L, H, Hkv);
+    const double frac = 0.25;
+    unsigned seed = 7;
+    float obs[4 * 30];
+    bufs b[2];
+    int prev[NMAX], nprev = 0;
+    for (int k = n0 - 1; k < n0 + steps; k++) {
+        const bool pre = k == n0 - 1;
+        const int n = pre ? n0 : k + 1, from = pre ? 0 : k;
+        const double B = frac * n;
+        for (int l = 0; l < L; l++) {
+            if (pre) {
+                for (int i = 0; i < H * n0; i++) { seed = seed * 1103515245u + 12345u; obs[i] = (float)(seed >> 16 & 1023) / 1024.0f; }
+                skv_prefill_info pi = {.layer = l, .H = H, .Hkv = Hkv, .n0 = 0, .n = n0, .stride = n0, .obs = obs,
+                                       .obs_rows = 4, .cache = c, .budget = B};
+                assert_int_equal(p->on_prefill(p, &pi), 0);
+            }
+            int need[2];
+            skv_select_io io[2];
+            for (int j = 0; j < Hkv; j++) {
+                const double lb = B * p->lane_share(p, l, j, B);
+                io[j] = io_for(c, &b[j], l, j, n, from, lb);
+                assert_int_equal(p->select(p, &io[j]), 0);
+                assert_true(io[j].n_kv <= (int)floor(lb + 1e-9));
+                assert_int_equal(io[j].n_v, 0);
+                assert_int_equal(io[j].kv_pos[io[j].n_kv - 1], n - 1);   /* the newest token stays */
+                need[j] = n0 + steps;
+            }
+            expect(io[1].kv_pos, io[1].n_kv, io[0].kv_pos, io[0].n_kv);
+            if (pre && l > 0)   /* nested: a deeper layer keeps a subset (the recent window is alike) */
+                for (int i = 0; i < io[0].n_kv; i++) {
+                    bool found = false;
+                    for (int q = 0; q < nprev; q++) found |= prev[q] == io[0].kv_pos[i];
+                    assert_true(found);
+                }
+            if (pre) { memcpy(prev, io[0].kv_pos, sizeof(int) * io[0].n_kv); nprev = io[0].n_kv; }
+            assert_int_equal(skv_kvcache_hot_reserve(c, l, need, NULL), 0);
+            for (int j = 0; j < Hkv; j++) {
+                assert_true(skv_kvcache_apply(c, l, j, io[j].kv_pos, io[j].n_kv, NULL, 0) >= 0);
+                float prob[NMAX];
+                for (int i = 0; i < io[j].n_kv; i++) { seed = seed * 1103515245u + 12345u; prob[i] = (float)(seed >> 16 & 1023) / 1024.0f; }
+                if (!pre) p->on_step(p, l, j, io[j].kv_pos, prob, NULL, io[j].n_kv);
+            }
+        }
+        if (!pre) assert_int_equal(p->after_step(p, n), 0);
+    }
+    skv_policy_free(p);
+    skv_kvcache_free(c);
+}
+
 static void test_option_tables(void **st) {
     (void)st;
     const char *help = skv_policy_help();
@@ -740,6 +926,54 @@ static void test_unknown(void **st) {
     assert_non_null(strstr(skv_last_error(), "nope"));
 }
 
+/* Option flags passed by name on top of a spec (smallkv_options.policy_opts, what the CLI
+ * does with --heavy etc.): applied in order, a later one winning; a flag the policy lacks is
+ * an error, or skipped and reported when lenient; values checked; the budget checked. */
+static void test_options_by_name(void **st) {
+    (void)st;
+    smallkv_options o;
+    smallkv_options_default(&o);
+    const smallkv_policy_opt kv[] = {{"heavy", "0.3"}, {"window", "8"}, {"reduce", "max"}, {"heavy", "0.4"}};
+    o.policy = "h2o:sinks=2";
+    o.policy_opts = kv;
+    o.n_policy_opts = 4;
+    o.budget = 0.5;
+    unsigned needs = 99;
+    unsigned long long skipped = 99;
+    const char *label = NULL;
+    assert_int_equal(smallkv_options_check(&o, &needs, &skipped, &label), -1);   /* strict: h2o has no window */
+    assert_non_null(strstr(skv_last_error(), "policy h2o has no option 'window'"));
+    o.policy_opts_lenient = 1;
+    assert_int_equal(smallkv_options_check(&o, &needs, &skipped, &label), 0);
+    assert_int_equal(skipped, 2ull);   /* entry 1 */
+    assert_false(needs & (SMALLKV_NEEDS_SLM | SMALLKV_NO_BUDGET));
+    /* the same policy as the spec string the CLI used to write */
+    skv_policy_spec ref;
+    assert_int_equal(skv_policy_spec_parse("h2o:sinks=2:heavy=0.4:reduce=max", &ref), 0);
+    char want[256];
+    skv_policy_spec_label(&ref, want, sizeof want);
+    assert_string_equal(label, want);
+    /* a bad value, an option no policy has, an unknown policy, a bad budget */
+    const smallkv_policy_opt bad[] = {{"heavy", "2"}};
+    o.policy_opts = bad; o.n_policy_opts = 1;
+    assert_int_equal(smallkv_options_check(&o, NULL, NULL, NULL), -1);
+    assert_non_null(strstr(skv_last_error(), "heavy=2 is not a number in [0, 1]"));
+    const smallkv_policy_opt none[] = {{"bogus", "1"}};
+    o.policy_opts = none;
+    assert_int_equal(smallkv_options_check(&o, NULL, NULL, NULL), -1);
+    assert_non_null(strstr(skv_last_error(), "no policy has an option 'bogus'"));
+    o.n_policy_opts = 0;
+    o.policy = "nosuch";
+    assert_int_equal(smallkv_options_check(&o, NULL, NULL, NULL), -1);
+    o.policy = "h2o";
+    o.budget = 1.5;
+    assert_int_equal(smallkv_options_check(&o, NULL, NULL, NULL), -1);
+    assert_non_null(strstr(skv_last_error(), "budget 1.5 is not a fraction"));
+    o.policy = "full";   /* takes no budget */
+    assert_int_equal(smallkv_options_check(&o, &needs, NULL, NULL), 0);
+    assert_true(needs & SMALLKV_NO_BUDGET);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topk_pool),
@@ -754,10 +988,15 @@ int main(void) {
         cmocka_unit_test(test_quest),
         cmocka_unit_test(test_oracle),
         cmocka_unit_test(test_snapkv_decode),
+        cmocka_unit_test(test_pyramidinfer_budgets),
+        cmocka_unit_test(test_pyramidinfer_select),
+        cmocka_unit_test(test_pyramidinfer_decode),
+        cmocka_unit_test(test_pyramidinfer_budget_held),
         cmocka_unit_test(test_option_tables),
         cmocka_unit_test(test_descriptions),
         cmocka_unit_test(test_specs),
         cmocka_unit_test(test_unknown),
+        cmocka_unit_test(test_options_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

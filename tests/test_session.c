@@ -362,6 +362,195 @@ static void test_budgets_hold(void **st) {
     free(map);
 }
 
+/* Budget base prompt (H2O's generation code): the lane budget is a fraction of the prompt
+ * length at the first compression and stays there while decoding, a fork and a derived
+ * session included; the default base follows the length. */
+static void test_budget_base_prompt(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const int V = tiny->cfg.vocab, np = 100, lanes = tiny->cfg.n_layer * tiny->cfg.n_kv_head;
+    int toks[128];
+    test_prompt(toks, np, V, 29);
+    skv_session_opts o;
+    skv_session_opts_default(&o);
+    assert_int_equal(skv_policy_spec_parse("h2o", &o.pol), 0);
+    o.budget = 0.2; o.max_ctx = 512; o.T_max = 32;
+    o.budget_prompt = true;
+    skv_session *s = skv_session_new(tiny, &o);
+    o.budget_prompt = false;
+    skv_session *l = skv_session_new(tiny, &o);
+    assert_non_null(s); assert_non_null(l);
+    assert_int_equal(skv_session_prefill(s, toks, np), 0);
+    assert_int_equal(skv_session_prefill(l, toks, np), 0);
+    assert_int_equal(s->n_base, np);
+    for (int i = 0; i < 60; i++) {
+        skv_session_mem r, rl;
+        skv_session_mem_report(s, &r);
+        skv_session_mem_report(l, &rl);
+        assert_float_equal(skv_session_budget(s, s->n), 0.2 * np, 1e-9);
+        assert_float_equal(r.budget_tokens, 0.2 * np * lanes, 1e-6);
+        assert_true(r.hot_tokens <= r.budget_tokens + 1e-6);
+        assert_float_equal(skv_session_budget(l, l->n), 0.2 * l->n, 1e-9);
+        int t = test_argmax(skv_session_logits(s), V);
+        assert_int_equal(skv_session_step(s, t), 0);
+        assert_int_equal(skv_session_step(l, test_argmax(skv_session_logits(l), V)), 0);
+    }
+    skv_session *f = skv_session_fork(s);
+    assert_non_null(f);
+    assert_int_equal(f->n_base, np);
+    assert_float_equal(skv_session_budget(f, f->n + 10), 0.2 * np, 1e-9);
+    /* a derived session's base is the prompt it derives from */
+    skv_session_opts b;
+    skv_session_opts_default(&b);
+    b.prefill_base = true; b.max_ctx = 512; b.T_max = 32;
+    skv_session *base = skv_session_new(tiny, &b);
+    assert_non_null(base);
+    assert_int_equal(skv_session_prefill(base, toks, np), 0);
+    o.budget_prompt = true;
+    skv_session *d = skv_session_derive(base, &o);
+    assert_non_null(d);
+    assert_int_equal(d->n_base, np);
+    assert_int_equal(skv_session_step(d, 1), 0);
+    assert_float_equal(skv_session_budget(d, d->n), 0.2 * np, 1e-9);
+    skv_session_free(d); skv_session_free(base); skv_session_free(f); skv_session_free(l); skv_session_free(s);
+}
+
+/* Per-attention-head selection (H2O as its published code selects): each query head keeps
+ * at most the lane budget of its own, the lane stores the union, the mask gives each head
+ * only its own slots; at a budget that keeps everything it decodes exactly as per KV head;
+ * a policy without the capability is refused. */
+static void test_per_head(void **st) {
+    (void)st;
+    need_hook(tiny);
+    const int V = tiny->cfg.vocab, np = 90, Hkv = tiny->cfg.n_kv_head, g = tiny->cfg.n_head / Hkv;
+    const int L = tiny->cfg.n_layer;
+    assert_true(g > 1);
+    int toks[128];
+    test_prompt(toks, np, V, 31);
+    skv_session_opts o;
+    skv_session_opts_default(&o);
+    o.max_ctx = 256; o.T_max = 32;
+    assert_int_equal(skv_policy_spec_parse("h2o", &o.pol), 0);
+    /* budget 1: every head keeps everything: the same logits as one set per KV head */
+    o.budget = 1;
+    o.per_head = true;
+    skv_session *a = skv_session_new(tiny, &o);
+    o.per_head = false;
+    skv_session *b = skv_session_new(tiny, &o);
+    assert_non_null(a); assert_non_null(b);
+    assert_int_equal(skv_session_prefill(a, toks, np), 0);
+    assert_int_equal(skv_session_prefill(b, toks, np), 0);
+    for (int i = 0; i < 10; i++) {
+        assert_memory_equal(skv_session_logits(a), skv_session_logits(b), (size_t)V * sizeof(float));
+        int t = test_argmax(skv_session_logits(a), V);
+        assert_int_equal(skv_session_step(a, t), 0);
+        assert_int_equal(skv_session_step(b, t), 0);
+    }
+    skv_session_free(a); skv_session_free(b);
+    /* budget 0.2: per head within budget, the union stored, the heads' sets differ */
+    o.budget = 0.2;
+    o.per_head = true;
+    skv_session *s = skv_session_new(tiny, &o);
+    assert_non_null(s);
+    assert_int_equal(skv_session_prefill(s, toks, np), 0);
+    int differ = 0;
+    for (int i = 0; i < 30; i++) {
+        const int n = s->n, N = o.max_ctx;
+        const double B = skv_session_budget(s, n);
+        skv_session_mem r;
+        skv_session_mem_report(s, &r);
+        assert_true(r.hot_tokens <= g * r.budget_tokens + 1e-6);   /* the union of g sets */
+        /* the last selected layer's marks (the buffers hold the last layer's lanes) */
+        for (int j = 0; j < Hkv; j++) {
+            const unsigned char *keep = s->head_keep + (size_t)j * g * N, *mask = s->head_mask + (size_t)j * g * N;
+            const int ln = skv_lane(s->kv, L - 1, j), nh = s->kv->n_kv[ln];
+            const int *P = skv_kvcache_hot_pos_kv(s->kv, L - 1, j);
+            int uni = 0;
+            for (int k = 0; k < n; k++) {
+                int c = 0;
+                for (int t = 0; t < g; t++) c += keep[(size_t)t * n + k];
+                uni += c > 0;
+                differ += c > 0 && c < g;
+            }
+            assert_int_equal(uni, nh);   /* the lane holds exactly the union */
+            for (int t = 0; t < g; t++) {
+                int cnt = 0;
+                for (int x = 0; x < nh; x++) {
+                    assert_int_equal(mask[(size_t)t * nh + x], keep[(size_t)t * n + P[x]]);
+                    cnt += mask[(size_t)t * nh + x];
+                }
+                assert_true(cnt >= 1 && cnt <= skv_budget_tokens(B, n));
+            }
+        }
+        int t = test_argmax(skv_session_logits(s), V);
+        assert_true(isfinite(skv_session_logits(s)[t]));
+        assert_int_equal(skv_session_step(s, t), 0);
+    }
+    assert_true(differ > 0);
+    skv_session *f = skv_session_fork(s);   /* a fork continues identically */
+    assert_non_null(f);
+    assert_int_equal(skv_session_step(s, 3), 0);
+    assert_int_equal(skv_session_step(f, 3), 0);
+    assert_memory_equal(skv_session_logits(s), skv_session_logits(f), (size_t)V * sizeof(float));
+    skv_session_free(f);
+    skv_session_free(s);
+    /* SmallKV per head: the same checks, V-only slots apart from every head's K+V; at budget 1
+     * the same logits as per KV head */
+    int *map = test_identity_map(tiny);
+    o.slm = tiny; o.map = map;
+    assert_int_equal(skv_policy_spec_parse("smallkv", &o.pol), 0);
+    o.budget = 1; o.per_head = true;
+    a = skv_session_new(tiny, &o);
+    o.per_head = false;
+    b = skv_session_new(tiny, &o);
+    assert_non_null(a); assert_non_null(b);
+    assert_int_equal(skv_session_prefill(a, toks, np), 0);
+    assert_int_equal(skv_session_prefill(b, toks, np), 0);
+    for (int i = 0; i < 6; i++) {
+        assert_memory_equal(skv_session_logits(a), skv_session_logits(b), (size_t)V * sizeof(float));
+        int t = test_argmax(skv_session_logits(a), V);
+        assert_int_equal(skv_session_step(a, t), 0);
+        assert_int_equal(skv_session_step(b, t), 0);
+    }
+    skv_session_free(a); skv_session_free(b);
+    o.budget = 0.3; o.per_head = true;
+    s = skv_session_new(tiny, &o);
+    assert_non_null(s);
+    assert_int_equal(skv_session_prefill(s, toks, np), 0);
+    int vonly = 0;
+    differ = 0;
+    for (int i = 0; i < 20; i++) {
+        int t = test_argmax(skv_session_logits(s), V);
+        assert_true(isfinite(skv_session_logits(s)[t]));
+        assert_int_equal(skv_session_step(s, t), 0);
+        const int n = s->n, N = o.max_ctx;
+        for (int j = 0; j < Hkv; j++) {
+            const unsigned char *keep = s->head_keep + (size_t)j * g * N;
+            const int ln = skv_lane(s->kv, L - 1, j), nh = s->kv->n_kv[ln], nv = s->kv->n_v[ln];
+            const int *PV = skv_kvcache_hot_pos_v(s->kv, L - 1, j);
+            int uni = 0;
+            for (int k = 0; k < n; k++) {
+                int c = 0;
+                for (int t2 = 0; t2 < g; t2++) c += keep[(size_t)t2 * n + k];
+                uni += c > 0;
+                differ += c > 0 && c < g;
+            }
+            assert_int_equal(uni, nh);
+            for (int x = 0; x < nv; x++)   /* a V-only slot is no head's K+V */
+                for (int t2 = 0; t2 < g; t2++) assert_int_equal(keep[(size_t)t2 * n + PV[x]], 0);
+            vonly += nv;
+        }
+    }
+    assert_true(differ > 0 && vonly > 0);
+    skv_session_free(s);
+    free(map);
+    o.slm = NULL; o.map = NULL;
+    /* refused for a policy that selects per KV head only */
+    assert_int_equal(skv_policy_spec_parse("snapkv", &o.pol), 0);
+    assert_null(skv_session_new(tiny, &o));
+    assert_non_null(strstr(skv_last_error(), "selects per KV head only"));
+}
+
 static void test_fork(void **st) {
     (void)st;
     need_hook(tiny);
@@ -520,7 +709,7 @@ static void test_slm_budget(void **st) {
     assert_int_equal(skv_policy_spec_parse("smallkv:slm_budget=0.4", &o.pol), 0);
     skv_session *c = skv_session_new(tiny, &o);
     assert_non_null(a); assert_non_null(b); assert_non_null(c);
-    const skv_slm_guide *ga = skv_smallkv_guide(a->pol), *gb = skv_smallkv_guide(b->pol), *gc = skv_smallkv_guide(c->pol);
+    const skv_slm_guide *ga = a->slm, *gb = b->slm, *gc = c->slm;
     assert_null(ga->sess); assert_non_null(gb->sess); assert_non_null(gc->sess);
     assert_int_equal(skv_session_prefill(a, toks, np), 0);
     assert_int_equal(skv_session_prefill(b, toks, np), 0);
@@ -779,6 +968,8 @@ int main(void) {
         cmocka_unit_test(test_second_prefill_full),
         cmocka_unit_test(test_smallkv_full_budget),
         cmocka_unit_test(test_budgets_hold),
+        cmocka_unit_test(test_budget_base_prompt),
+        cmocka_unit_test(test_per_head),
         cmocka_unit_test(test_retrieval_restores),
         cmocka_unit_test(test_oracle_full_budget),
         cmocka_unit_test(test_snapkv_keeps_generated),

@@ -83,6 +83,9 @@ void api_spec_set_draft_temp_factor(float factor);
  * session wrapped around a new, empty engine session ss of that pair's LLM (taken over: freed
  * with the session, also on error), on the CPU, drafting up to draft tokens a round (0:
  * none), so that smallkv_prefill / smallkv_step / smallkv_generate run on it. NULL + error. */
+/* o's policy spec with its policy_opts applied (smallkv_options_check); skipped: bit i for
+ * each option a lenient check skipped (may be NULL). -1 + error. */
+int api_policy_spec(const smallkv_options *o, skv_policy_spec *out, unsigned long long *skipped);
 smallkv_pair *api_pair_borrow(const skv_model *llm, const skv_model *slm);
 smallkv_session *api_session_adopt(smallkv_pair *p, skv_session *ss, int draft, int draft_vocab);
 

@@ -20,19 +20,17 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     if (!p) { skv_error("smallkv_session_new: no model pair"); return NULL; }
     smallkv_options o;
     if (uo) o = *uo; else smallkv_options_default(&o);
-    if (!(o.budget > 0 && o.budget <= 1)) {
-        skv_error("budget %g is not a fraction in (0, 1]", o.budget);
-        return NULL;
-    }
     const skv_backend *be = skv_backend_get(o.device ? o.device : "cpu");
     if (!be) return NULL;
     if (!be->available()) { skv_error_prefix("device %s", be->name); return NULL; }
     skv_policy_spec pol;
-    if (skv_policy_spec_parse(o.policy ? o.policy : "full", &pol)) return NULL;
+    if (api_policy_spec(&o, &pol, NULL)) return NULL;
     skv_session_opts so;
     if (skv_session_opts_for(&so, &pol, o.budget, p->slm, p->map, p->prof ? p->prof->depth : 0)) return NULL;
     const skv_policy_desc *d = so.pol.desc;
     so.kv_f16 = !o.kv_f32;
+    so.budget_prompt = o.budget_prompt != 0;
+    so.per_head = o.per_head != 0;
     const int cm = p->llm->cfg.ctx_max > 0 ? p->llm->cfg.ctx_max : 4096;
     so.max_ctx = o.max_ctx > 0 ? o.max_ctx : (cm < 4096 ? cm : 4096);
     if (be != skv_backend_get("cpu") && !(d->caps & SKV_POLICY_GPU)) {
@@ -342,6 +340,8 @@ void smallkv_get_stats(const smallkv_session *s, smallkv_stats *st) {
         st->slm_weight_bytes = r.slm_weights;
         st->slm_cache_bytes = r.slm_cache;
         st->slm_score_bytes = r.slm_scores;
+        st->score_pass_seconds = r.pass_seconds;   /* kvzip */
+        st->score_pass_peak_bytes = r.pass_peak;
         st->full_bytes = r.full_equiv;
         const int lanes = s->s->L_act * m->cfg.n_kv_head;
         st->hot_tokens = lanes ? r.hot_tokens / lanes : 0;

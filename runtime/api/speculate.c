@@ -20,9 +20,9 @@
  *           the fork's pass captured (skv_session_verify_replay: per layer and row the
  *           policy's selection, the decode attention and its update, without the matrix
  *           products) and the fork is dropped. The kept row's logits become the session's.
- * A policy with a companion model of its own (SmallKV: the SLM that already runs over every
- * token to pick the hot set) drafts with it instead of a drafter session (policy.h spec_*):
- * the companion steps over x, d1 .. dk once, proposing from its logits and keeping each
+ * A session that runs an SLM for its policy (SmallKV: the SLM that already runs over every
+ * token to pick the hot set) drafts with it instead of a drafter session (session.h
+ * skv_session_draft_*): the SLM steps over x, d1 .. dk once, proposing from its logits and keeping each
  * step's attention rows for the verify row at that position, then forgets the rows past the
  * kept ones. Its pass is then shared: no SLM work but the k - j rejected steps' is added.
  * Exactness therefore rests on skv_session_verify's per-row equality with a step (tested
@@ -66,16 +66,15 @@ int api_spec_init(smallkv_session *s, const skv_session_opts *so, int K, int voc
     if (K + 1 > vmax || K > 63)
         return skv_error("draft %d: at most %d for this LLM (a verify pass of more rows would leave the exact "
                          "per-row decode path)", K, (vmax - 1 < 63 ? vmax - 1 : 63));
-    /* a policy with a companion model of its own (SmallKV's SLM) drafts with it */
-    skv_policy *pol = s->s->pol;
-    if (pol->spec_enable && pol->spec_enable(pol, K, vocab)) return skv_error_prefix("draft %d", K);
+    /* a session that runs an SLM for its policy (SmallKV) drafts with it */
+    if (s->s->slm && skv_session_draft_enable(s->s, K, vocab)) return skv_error_prefix("draft %d", K);
     if (!skv_session_verify_ok(s->s))
         return skv_error("draft %d: policy %s is not supported with speculative decoding (it runs work of its "
                          "own before or after each token, which a verify pass does not replay exactly)", K,
                          so->pol.desc->name);
     if (!(s->hist = skv_malloc((size_t)so->max_ctx * sizeof(int), "draft history"))) return -1;
     s->draft = s->draft_cur = K;
-    if (pol->spec_on) return 0;
+    if (skv_session_drafting(s->s)) return 0;
     skv_session_opts d = *so;
     if (skv_policy_spec_default("full", &d.pol)) return -1;
     d.budget = 1;
@@ -224,38 +223,33 @@ static int round_open(spec_lane *L) {
     return 0;
 }
 
-/* The proposals tok[1..k] of the open lanes ls[open[0..no)]: the companions of one policy
- * kind together (spec_draft_batch), the drafter sessions stepping together
+/* The proposals tok[1..k] of the open lanes ls[open[0..no)]: the sessions' own SLMs of one
+ * model and depth together (skv_session_draft_batch), the drafter sessions stepping together
  * (skv_session_step_batch), the rest one by one. Each lane's proposals, and its drafter's
  * state, are those it would have drafting alone. */
 static int draft_lanes(spec_lane *ls, const int *open, int no) {
     bool done[no];
     for (int a = 0; a < no; a++) done[a] = false;
-    /* companions (SmallKV's SLM) */
+    /* the sessions' own SLMs (SmallKV), those of one SLM and depth together */
     for (int a = 0; a < no; a++) {
         spec_lane *L = &ls[open[a]];
-        skv_policy *pol = L->s->s->pol;
-        if (done[a] || !pol->spec_on) continue;
-        const skv_policy_desc *d = pol->desc;
-        if (!d->spec_draft_batch) {
-            if (pol->spec_draft(pol, L->tok[0], L->k, L->tok + 1, pick, L->s)) return -1;
-            done[a] = true;
-            continue;
-        }
-        skv_policy *ps[64];
+        if (done[a] || !skv_session_drafting(L->s->s)) continue;
+        const skv_slm_guide *g = L->s->s->slm;
+        skv_session *ss[64];
         int first[64], ks[64], *dr[64], np = 0;
         void *us[64];
         for (int b = a; b < no && np < 64; b++) {
             spec_lane *M = &ls[open[b]];
-            if (done[b] || !M->s->s->pol->spec_on || M->s->s->pol->desc != d) continue;
-            ps[np] = M->s->s->pol;
+            const skv_slm_guide *h = M->s->s->slm;
+            if (done[b] || !skv_session_drafting(M->s->s) || h->m != g->m || h->run_layers != g->run_layers) continue;
+            ss[np] = M->s->s;
             first[np] = M->tok[0];
             ks[np] = M->k;
             dr[np] = M->tok + 1;
             us[np++] = M->s;
             done[b] = true;
         }
-        if (d->spec_draft_batch(ps, first, ks, dr, pick, us, np)) return -1;
+        if (skv_session_draft_batch(ss, first, ks, dr, pick, us, np)) return -1;
     }
     /* drafter sessions: caught up on the history (a prompt's worth by prefill), then one
      * token each per batched step until each lane has its k proposals */
@@ -344,7 +338,7 @@ static int round_close(spec_lane *L, double verify_s) {
         skv_session_free(v);
         if (rc) return -1;
     }
-    if (s->s->pol->spec_on && s->s->pol->spec_keep(s->s->pol, keep)) return -1;
+    if (skv_session_draft_keep(s->s, keep)) return -1;
     float *l0 = s->s->st->logits;   /* the last kept row's logits become the session's */
     if (keep > 1) memmove(l0, l0 + (size_t)(keep - 1) * V, (size_t)V * sizeof(float));
     /* the drafter keeps what agrees with the kept rows (it never saw the last proposal) */

@@ -34,8 +34,11 @@ int skv_session_cuda_check(const skv_session *s) {
         return skv_error("CUDA session: policy %s does not decode on the GPU%s", pol,
                          s->pol->after_apply ? " (it merges slots: the CUDA compensate kernel has no multiplicities)" : "");
     if (s->x_colsum || s->x_lastrow) return skv_error("CUDA session: attention export is not supported on the GPU");
-    skv_policy_companion c;
-    if (s->pol->companion && s->pol->companion(s->pol, &c) < 0) return skv_error_prefix("CUDA session: policy %s", pol);
+    if (s->o.per_head) return skv_error("CUDA session: per-attention-head selection is not supported on the GPU");
+    if (s->slm && s->slm->sess)
+        return skv_error("CUDA session: policy %s: a compressed SLM cache (slm_budget < 1) is not supported on the GPU", pol);
+    if (s->slm && s->pol->head_map && !s->pol->head_map(s->pol))
+        return skv_error("CUDA session: policy %s: online head matching is still pending (prefill more tokens)", pol);
     if (s->pol->wants_head_p)
         return skv_error("CUDA session: policy %s reads per-head probabilities, which the GPU path does not return", pol);
     if (s->m->cfg.head_dim > 256) return skv_error("CUDA session: head_dim %d > 256", s->m->cfg.head_dim);
@@ -66,9 +69,9 @@ long skv_session_cuda_verify(skv_session_cuda *g) {
 struct skv_session_cuda {
     skv_session *s;
     skv_cuda_state *llm;          /* no KV cache: dev_attn owns it */
-    skv_cuda_state *slm;          /* the policy's companion model (SmallKV's SLM) with its full
+    skv_cuda_state *slm;          /* the session's SLM guide (slm_guide.h) with its full
                                      (early-stop) cache, or NULL */
-    skv_policy_companion comp;    /* what the policy said of it */
+    skv_slm_guide *guide;         /* that guide on the host: its rows and time */
     float *hq;                    /* this layer's query (H, d) on the host, for a policy that
                                      reads it (SKV_POLICY_QUERY), else NULL */
     skv_cuda_copyq *q;
@@ -361,8 +364,7 @@ void skv_session_cuda_free(skv_session_cuda *g) {
 skv_session_cuda *skv_session_cuda_new(skv_session *s, const skv_cuda_model *llm, const skv_cuda_model *slm) {
     if (skv_session_cuda_check(s)) return NULL;
     if (!llm) { skv_error("CUDA session: no uploaded LLM"); return NULL; }
-    skv_policy_companion comp = {0};
-    const bool has_comp = s->pol->companion && s->pol->companion(s->pol, &comp) == 0;
+    const bool has_comp = s->slm != NULL;
     if (has_comp && !slm) { skv_error("CUDA session: policy %s runs an SLM: upload it too", s->pol->name); return NULL; }
     if (s->kv->log) { skv_error("CUDA session: the session is already attached to a mirror"); return NULL; }
     const skv_config *c = &s->m->cfg;
@@ -388,10 +390,10 @@ skv_session_cuda *skv_session_cuda_new(skv_session *s, const skv_cuda_model *llm
     if (g->llm->m != s->m) { skv_error("CUDA session: the uploaded LLM is not the session's model"); goto fail; }
     g->llm->n_past = s->n;
     if (has_comp) {
-        g->comp = comp;
+        g->guide = s->slm;
         if (!(g->slm = skv_cuda_state_new(slm, s->o.max_ctx, 1, s->o.kv_f16))) goto fail;
-        if (g->slm->m != comp.m) { skv_error("CUDA session: the uploaded SLM is not the session's SLM"); goto fail; }
-        if (skv_cuda_state_load(g->slm, comp.st, comp.n_layers)) goto fail;
+        if (g->slm->m != s->slm->m) { skv_error("CUDA session: the uploaded SLM is not the session's SLM"); goto fail; }
+        if (skv_cuda_state_load(g->slm, s->slm->st, s->slm->depth)) goto fail;
     }
     /* the whole hot tier once (a new log is "lost": the first sync takes everything) */
     g->s = s;
@@ -418,10 +420,10 @@ int skv_session_cuda_step(skv_session_cuda *g, int token) {
     g->broken = true;   /* until the step completes */
     if (g->slm) {
         const double t0 = skv_now();
-        skv_fwd_opts so = {.logits = SKV_LOGITS_NONE, .n_layers = g->comp.n_layers, .colsum = g->comp.colsum,
-                           .lastrow = g->comp.lastrow};
+        skv_fwd_opts so = {.logits = SKV_LOGITS_NONE, .n_layers = g->guide->depth, .colsum = g->guide->colsum,
+                           .lastrow = g->guide->lastrow};
         int rc = skv_cuda_forward(g->slm, &token, 1, &so);
-        *g->comp.seconds += skv_now() - t0;
+        g->guide->seconds += skv_now() - t0;
         if (rc) return skv_error_prefix("CUDA session: SLM");
     }
     skv_fwd_opts fo = {.logits = SKV_LOGITS_LAST};

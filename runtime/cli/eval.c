@@ -50,6 +50,10 @@ static const char *EVAL_USAGE =
     "  --OPTION VALUE       any policy option (e.g. --combine mass, --mapping online, --sinks 8):\n"
     "                       the default for every cell whose policy has it\n"
     "  --budgets LIST       fractions of the full cache (default 0.05,0.1,0.2,0.4); full runs once\n"
+    "  --granularity G      kv (default): one token set per KV head; head: per attention head,\n"
+    "                       the KV head storing the union (h2o, smallkv)\n"
+    "  --budget-base B      length (default): of the current length at every step; prompt: of\n"
+    "                       the prompt length at the first compression, fixed (H2O's code)\n"
     "  --limit N            units per task: documents per corpus (fidelity, calibration; default 1),\n"
     "                       problems (gsm8k, default 20), examples per bbh task (default 10)\n"
     "  --tokens N           fidelity document length (default 2048)\n"
@@ -63,6 +67,8 @@ static const char *EVAL_USAGE =
     "  --bbh-tasks LIST     (default date_understanding,logical_deduction_five_objects,\n"
     "                       tracking_shuffled_objects_five_objects,multistep_arithmetic_two)\n"
     "  --max-new N          generated tokens at most (gsm8k, bbh: 256; passkey: 8)\n"
+    "  --chat               gsm8k, bbh: the few-shot prompt as one user turn of the model's chat\n"
+    "                       template, the answer in the assistant turn (for Instruct models)\n"
     "  --data DIR           data folder (default $SKV_DATA_DIR or data; filled by\n"
     "                       scripts/fetch-data.sh)\n"
     "  --kv f16|f32         KV element type (default f16)\n"
@@ -100,6 +106,7 @@ typedef struct {
     int limit, tokens, prefill, max_new, threads, batch;
     int variants;                  /* passkey units per (length, depth) */
     int draft;                     /* generation tasks: speculative decoding with K drafts (0: off) */
+    bool chat;                     /* gsm8k, bbh: the prompt as one user turn of the chat template */
     const char *slm_depths, *write_profile;   /* depth task */
     double max_kl_rise;
     /* loaded */
@@ -215,6 +222,14 @@ static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p,
     snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s", c->task, unit, p->label,
              cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) || c->draft ? c->fp_slm.weight_hash : "-",
              uses_profile(c, p) ? c->prof_sha : "-", c->kv);
+    /* keys of the default budget base stay those of earlier records */
+    const size_t l = strlen(key);
+    if (c->ctx.budget_prompt && !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && l < n)
+        snprintf(key + l, n - l, "|base=prompt");
+    const size_t l2 = strlen(key);
+    if (c->chat && l2 < n) snprintf(key + l2, n - l2, "|chat");
+    const size_t l3 = strlen(key);
+    if (c->ctx.per_head && !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && l3 < n) snprintf(key + l3, n - l3, "|gran=head");
 }
 
 /* the policy's options by name, from its table */
@@ -246,6 +261,10 @@ static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol
     cJSON_AddStringToObject(r, "policy", p->label);
     cJSON_AddStringToObject(r, "policy_name", skv_eval_pol_name(p));
     cJSON_AddNumberToObject(r, "budget", cell_budget(p, budget));
+    cJSON_AddStringToObject(r, "budget_base", c->ctx.budget_prompt ? "prompt" : "length");
+    cJSON_AddStringToObject(r, "granularity",
+                            c->ctx.per_head && !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL) ? "attention_head" : "kv_head");
+    if (c->chat) cJSON_AddBoolToObject(r, "chat_template", true);
     cJSON_AddItemToObject(r, "options", options_json(p));
     cJSON *m = cJSON_AddObjectToObject(r, "models");
     cJSON_AddItemToObject(m, "llm", fp_json(c->llm_path, &c->fp_llm));
@@ -280,6 +299,10 @@ static void add_mem(cJSON *r, const skv_session_mem *m) {
     cJSON_AddNumberToObject(o, "hot_tokens", m->hot_tokens);
     cJSON_AddNumberToObject(o, "budget_tokens", m->budget_tokens);
     cJSON_AddNumberToObject(o, "full_equiv_bytes", (double)m->full_equiv);
+    if (m->pass_peak) {   /* kvzip's scoring passes */
+        cJSON_AddNumberToObject(o, "score_pass_seconds", m->pass_seconds);
+        cJSON_AddNumberToObject(o, "score_pass_peak_bytes", (double)m->pass_peak);
+    }
 }
 
 /* ------------------------------------------------------------------ depth */
@@ -639,8 +662,16 @@ static int run_text_task(eval_cfg *c, int kind) {
             if (r < 0) { rc = cli_fail(NULL); break; }
             char *prompt = kind == 1 ? concat3(shots, "Question: ", in) : concat3(shots, "\n\nQ: ", in);
             char *full = prompt ? concat3(prompt, kind == 1 ? "\nAnswer:" : "\nA: Let's think step by step.", "") : NULL;
-            int *ids = NULL;
-            int n = full ? skv_eval_tokenize(c->llm->tok, full, strlen(full), skv_tok_add_bos(c->llm->tok), &ids) : -1;
+            int *ids = NULL, n = -1;
+            if (full && c->chat) {   /* one user turn, the assistant's header last; specials parsed */
+                char *chat = skv_chat_prompt(c->llm->tok, NULL, full);
+                int need = chat ? skv_tokenize(c->llm->tok, chat, strlen(chat), true, NULL, 0) : -1;
+                if (need > 1 && (ids = skv_malloc((size_t)need * sizeof(int), "token ids")))
+                    n = skv_tokenize(c->llm->tok, chat, strlen(chat), true, ids, need);
+                free(chat);
+            } else if (full) {
+                n = skv_eval_tokenize(c->llm->tok, full, strlen(full), skv_tok_add_bos(c->llm->tok), &ids);
+            }
             if (n < 2) { rc = cli_fail("prompt"); }
             else {
                 char unit[160];
@@ -698,6 +729,24 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--profile")) ok = cli_str(argc, argv, &i, &c.profile_path);
         else if (!strcmp(a, "--policies")) ok = cli_str(argc, argv, &i, &pols);
         else if (!strcmp(a, "--budgets")) ok = cli_str(argc, argv, &i, &budgets);
+        else if (!strcmp(a, "--granularity")) {
+            const char *v = NULL;
+            ok = cli_str(argc, argv, &i, &v);
+            if (ok && strcmp(v, "kv") && strcmp(v, "head")) {
+                free_cfg(&c);
+                return cli_usage_error(EVAL_USAGE, "eval: --granularity must be kv or head, not '%s'", v);
+            }
+            if (ok) c.ctx.per_head = !strcmp(v, "head");
+        }
+        else if (!strcmp(a, "--budget-base")) {
+            const char *v = NULL;
+            ok = cli_str(argc, argv, &i, &v);
+            if (ok && strcmp(v, "length") && strcmp(v, "prompt")) {
+                free_cfg(&c);
+                return cli_usage_error(EVAL_USAGE, "eval: --budget-base must be length or prompt, not '%s'", v);
+            }
+            if (ok) c.ctx.budget_prompt = !strcmp(v, "prompt");
+        }
         else if (!strcmp(a, "--corpora")) ok = cli_str(argc, argv, &i, &corpora);
         else if (!strcmp(a, "--lengths")) ok = cli_str(argc, argv, &i, &lengths);
         else if (!strcmp(a, "--depths")) ok = cli_str(argc, argv, &i, &depths);
@@ -722,6 +771,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--tokens")) { ok = cli_int(argc, argv, &i, 3, 1 << 20, &c.tokens); tokens_given = true; }
         else if (!strcmp(a, "--prefill")) ok = cli_int(argc, argv, &i, 1, 1 << 20, &c.prefill);
         else if (!strcmp(a, "--max-new")) ok = cli_int(argc, argv, &i, 1, 1 << 16, &c.max_new);
+        else if (!strcmp(a, "--chat")) c.chat = true;
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &c.threads);
         else if (!strcmp(a, "--batch")) ok = cli_int(argc, argv, &i, 1, 64, &c.batch);
         else if (!strcmp(a, "--variants")) ok = cli_int(argc, argv, &i, 1, 8, &c.variants);
@@ -787,6 +837,10 @@ int cmd_eval(int argc, char **argv) {
             const size_t l = strlen(c.pols[i].label);
             snprintf(c.pols[i].label + l, sizeof c.pols[i].label - l, "+draft%d", c.draft);
         }
+    }
+    if (c.chat && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh")) {
+        free_cfg(&c);
+        return cli_usage_error(EVAL_USAGE, "eval: --chat is for gsm8k and bbh");
     }
     if (c.draft) {
         if (strcmp(c.task, "passkey") && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh")) {

@@ -26,6 +26,10 @@ static const char *GEN_USAGE =
     "                   below; default full, smallkv when --slm is given)\n"
     "  --budget F       hot KV cache as a fraction of the sequence, in (0, 1] (default 0.2;\n"
     "                   1 for full)\n"
+    "  --granularity G  kv (default): one token set per KV head; head: per attention head, the\n"
+    "                   KV head storing their union (h2o, smallkv)\n"
+    "  --budget-base B  length (default): of the current length at every step; prompt: of the\n"
+    "                   prompt length at the first compression, fixed (H2O's generation code)\n"
     "  --prompt TEXT    a prompt (repeatable: each answered from the same context)\n"
     "  --context FILE   document prefilled and compressed before the prompts arrive\n"
     "  -n N             tokens to generate per prompt at most (default 128)\n"
@@ -88,6 +92,11 @@ static void print_stats(const smallkv_session *s, const smallkv_session *ctx_ses
         fprintf(stderr, "[stats] SLM weights %s, SLM KV %s, SLM scores %s; restores from cold %d\n", w, sc, ss, st.restores);
     else if (st.restores)
         fprintf(stderr, "[stats] restores from cold %d\n", st.restores);
+    if (st.score_pass_peak_bytes) {   /* kvzip's context reconstruction */
+        char pk[32];
+        human(st.score_pass_peak_bytes, pk, sizeof pk);
+        fprintf(stderr, "[stats] scoring pass (extra prefill) %.2f s, peak %s\n", st.score_pass_seconds, pk);
+    }
     if (ctx_sess) {
         smallkv_get_stats(ctx_sess, &cs);
         fprintf(stderr, "[stats] context prefill %d tokens in %.2f s (%.1f tok/s)\n", cs.prefill_tokens,
@@ -185,9 +194,8 @@ int cmd_generate(int argc, char **argv) {
     bool chat = false, budget_set = false, policy_set = false;
     int draft_adapt = 0, draft_vocab = 0;
     float budget = 0.2f;
-    const char *popt_name[MAX_POLICY_OPTS], *popt_val[MAX_POLICY_OPTS];
+    smallkv_policy_opt popts[MAX_POLICY_OPTS];
     int n_popts = 0;
-    char spec[1024];
     gen_cfg g = {.n_gen = 128};
     smallkv_options o;
     smallkv_options_default(&o);
@@ -207,6 +215,18 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--context")) ok = cli_str(argc, argv, &i, &context);
         else if (!strcmp(a, "--policy")) { ok = cli_str(argc, argv, &i, &o.policy); policy_set = true; }
         else if (!strcmp(a, "--budget")) { ok = cli_float(argc, argv, &i, -1e9, 1e9, &budget); budget_set = true; }
+        else if (!strcmp(a, "--granularity")) {
+            const char *v = NULL;
+            if ((ok = cli_str(argc, argv, &i, &v)) && strcmp(v, "kv") && strcmp(v, "head"))
+                return cli_usage_error(GEN_USAGE, "generate: --granularity must be kv or head, not '%s'", v);
+            o.per_head = ok && !strcmp(v, "head");
+        }
+        else if (!strcmp(a, "--budget-base")) {
+            const char *v = NULL;
+            if ((ok = cli_str(argc, argv, &i, &v)) && strcmp(v, "length") && strcmp(v, "prompt"))
+                return cli_usage_error(GEN_USAGE, "generate: --budget-base must be length or prompt, not '%s'", v);
+            o.budget_prompt = ok && !strcmp(v, "prompt");
+        }
         else if (!strcmp(a, "-n")) ok = cli_int(argc, argv, &i, 0, 1 << 24, &g.n_gen);
         else if (!strcmp(a, "--draft")) ok = cli_int(argc, argv, &i, 0, 63, &g.draft);
         else if (!strcmp(a, "--draft-adapt")) draft_adapt = 1;
@@ -222,9 +242,8 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--stats") || !strcmp(a, "--verbose") || !strcmp(a, "-v")) g.stats = true;
         else if (a[0] == '-' && a[1] == '-' && smallkv_policy_option(a + 2, &takes)) {
             if (n_popts == MAX_POLICY_OPTS) return cli_usage_error(GEN_USAGE, "generate: at most %d policy options", MAX_POLICY_OPTS);
-            popt_name[n_popts] = a + 2;
-            popt_val[n_popts] = NULL;
-            if (takes) ok = cli_str(argc, argv, &i, &popt_val[n_popts]);
+            popts[n_popts] = (smallkv_policy_opt){.name = a + 2, .value = NULL};
+            if (takes) ok = cli_str(argc, argv, &i, &popts[n_popts].value);
             n_popts += ok;
         }
         else if (a[0] == '-' && a[1]) return cli_usage_error(GEN_USAGE, "generate: unknown option '%s'", a);
@@ -246,22 +265,18 @@ int cmd_generate(int argc, char **argv) {
     o.draft = g.draft;
     o.draft_adapt = draft_adapt;
     o.draft_vocab = draft_vocab;
-    /* the policy spec: --policy and the options given as flags that it has */
+    /* the policy: --policy and the options given as flags, passed by name; a flag the
+     * policy does not have is noted and skipped */
+    o.policy_opts = popts;
+    o.n_policy_opts = n_popts;
+    o.policy_opts_lenient = 1;
     unsigned needs = 0;
-    if (smallkv_policy_check(o.policy, &needs)) { cli_fail(NULL); return CLI_ERR; }
-    size_t ns = (size_t)snprintf(spec, sizeof spec, "%s", o.policy);
-    for (int i = 0; i < n_popts; i++) {
-        int has = smallkv_policy_option_check(o.policy, popt_name[i], popt_val[i]);
-        if (has < 0) { cli_fail(NULL); return CLI_ERR; }
-        if (!has) {
-            fprintf(stderr, "smallkv: note: policy %s has no option --%s (ignored)\n", o.policy, popt_name[i]);
-            continue;
-        }
-        ns += (size_t)snprintf(spec + ns, ns < sizeof spec ? sizeof spec - ns : 0, ":%s%s%s", popt_name[i],
-                               popt_val[i] ? "=" : "", popt_val[i] ? popt_val[i] : "");
-        if (ns >= sizeof spec) return cli_usage_error(GEN_USAGE, "generate: policy options too long");
-    }
-    o.policy = spec;
+    unsigned long long skipped = 0;
+    const char *label = NULL;
+    o.budget = 1;   /* the budget is checked below, once the policy says whether it takes one */
+    if (smallkv_options_check(&o, &needs, &skipped, &label)) { cli_fail(NULL); return CLI_ERR; }
+    for (int i = 0; i < n_popts; i++)
+        if (skipped >> i & 1) fprintf(stderr, "smallkv: note: policy %s has no option --%s (ignored)\n", o.policy, popts[i].name);
     if (!budget_set && (needs & SMALLKV_NO_BUDGET)) budget = 1;
     o.budget = budget;
     o.kv_f32 = !strcmp(kv, "f32");
@@ -272,7 +287,7 @@ int cmd_generate(int argc, char **argv) {
     if (!(budget > 0 && budget <= 1)) { fprintf(stderr, "smallkv: --budget %g is not a fraction in (0, 1]\n", budget); return CLI_ERR; }
     for (int i = 0; i < n_prompts; i++)
         if (!prompts[i][0]) { fprintf(stderr, "smallkv: prompt %d is empty\n", i + 1); return CLI_ERR; }
-    if (smallkv_policy_check(spec, &needs)) { cli_fail(NULL); return CLI_ERR; }
+    const char *spec = label;
     const int pname_len = (int)strcspn(spec, ":,");
     if (needs & SMALLKV_NEEDS_SLM) {
         if (!slm) { fprintf(stderr, "smallkv: policy %.*s needs --slm MODEL\n", pname_len, spec); return CLI_ERR; }

@@ -217,7 +217,7 @@ static size_t help_caps(char *b, size_t n, unsigned caps) {
 }
 
 const char *skv_policy_help(void) {
-    static char text[8192];
+    static char text[16384];   /* every policy and option (8 KiB overflowed at 12 policies) */
     if (text[0]) return text;
     size_t w = 0, n = sizeof text;
     for (int i = 0; i < skv_policy_count() && w < n; i++) {

@@ -69,12 +69,47 @@ void skv_select_all(skv_select_io *io) {
     io->n_v = 0;
 }
 
+/* skv_select_scored's rule into out (n_out), over the positions alive marks (NULL: all) */
+static void select_alive(skv_select_io *io, int *out, int *n_out, const float *score, int keep, int recent,
+                         const unsigned char *alive, int sinks);
+
 void skv_select_scored(skv_select_io *io, const float *score, int keep, int recent, bool permanent, int sinks) {
     /* score NULL: no ranking; slots beyond the sinks and the recent window go to the most
      * recent candidates */
     const int n = io->n;
     io->n_v = 0;
     if (keep >= n) { skv_select_all(io); return; }
+    /* permanent: a position offered before (< n0) that is no longer hot is gone for good.
+     * That can be a sink or a recent position too: while the budget holds fewer tokens than
+     * the sinks (a short prompt) the sink count grows with the sequence, over positions
+     * that an earlier step evicted; their slots go to the candidates. */
+    unsigned char *m = NULL;
+    if (permanent) {
+        m = io->mark;
+        memset(m, 0, (size_t)n);
+        const int *P = skv_kvcache_hot_pos_kv(io->cache, io->layer, io->kvh);
+        const int nh = io->cache->n_kv[io->lane];
+        for (int i = 0; i < nh; i++) if (P[i] >= 0 && P[i] < n) m[P[i]] = 1;
+        for (int p = io->n0 > 0 ? io->n0 : 0; p < n; p++) m[p] = 1;
+    }
+    select_alive(io, io->kv_pos, &io->n_kv, score, keep, recent, m, sinks);
+}
+
+void skv_select_scored_alive(skv_select_io *io, int *out, int *n_out, const float *score, int keep, int recent,
+                             const unsigned char *alive, int sinks) {
+    if (keep >= io->n) {
+        for (int i = 0; i < io->n; i++) out[i] = i;
+        *n_out = io->n;
+        return;
+    }
+    select_alive(io, out, n_out, score, keep, recent, alive, sinks);
+}
+
+static void select_alive(skv_select_io *io, int *out, int *n_out, const float *score, int keep, int recent,
+                         const unsigned char *alive, int sinks) {
+    const int n = io->n;
+    const bool permanent = alive != NULL;
+    const unsigned char *m = alive;
     if (keep < 0) keep = 0;
     int s = sinks < keep ? sinks : keep;
     if (s > n) s = n;
@@ -82,20 +117,8 @@ void skv_select_scored(skv_select_io *io, const float *score, int keep, int rece
     if (r < 0) r = 0;
     int rlo = n - r;               /* recent window [rlo, n) */
     if (rlo < s) rlo = s;
-    /* permanent: a position offered before (< n0) that is no longer hot is gone for good.
-     * That can be a sink or a recent position too: while the budget holds fewer tokens than
-     * the sinks (a short prompt) the sink count grows with the sequence, over positions
-     * that an earlier step evicted; their slots go to the candidates. */
-    unsigned char *m = io->mark;
-    if (permanent) {
-        memset(m, 0, (size_t)n);
-        const int *P = skv_kvcache_hot_pos_kv(io->cache, io->layer, io->kvh);
-        const int nh = io->cache->n_kv[io->lane];
-        for (int i = 0; i < nh; i++) if (P[i] >= 0 && P[i] < n) m[P[i]] = 1;
-        for (int p = io->n0 > 0 ? io->n0 : 0; p < n; p++) m[p] = 1;
-    }
     int nk = 0;
-    for (int p = 0; p < s; p++) if (!permanent || m[p]) io->kv_pos[nk++] = p;
+    for (int p = 0; p < s; p++) if (!permanent || m[p]) out[nk++] = p;
     int nr = 0;
     for (int p = rlo; p < n; p++) nr += !permanent || m[p];
     /* candidates in [s, rlo) */
@@ -104,12 +127,12 @@ void skv_select_scored(skv_select_io *io, const float *score, int keep, int rece
     int want = keep - nk - nr;
     if (want > nc) want = nc;
     if (want > 0 && !score) {   /* no scores (StreamingLLM): the most recent candidates */
-        for (int i = nc - want; i < nc; i++) io->kv_pos[nk++] = io->itmp[i];
+        for (int i = nc - want; i < nc; i++) out[nk++] = io->itmp[i];
     } else if (want > 0) {
         int got = skv_topk(score, io->itmp, nc, want);
         skv_sort_ints(io->itmp, got);
-        for (int i = 0; i < got; i++) io->kv_pos[nk++] = io->itmp[i];
+        for (int i = 0; i < got; i++) out[nk++] = io->itmp[i];
     }
-    for (int p = rlo; p < n; p++) if (!permanent || m[p]) io->kv_pos[nk++] = p;
-    io->n_kv = nk;
+    for (int p = rlo; p < n; p++) if (!permanent || m[p]) out[nk++] = p;
+    *n_out = nk;
 }

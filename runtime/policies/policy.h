@@ -11,8 +11,8 @@
  * No code outside this folder compares a policy's name: it asks for capabilities.
  *
  * The session drives a policy instance through these calls:
- *   before_forward  before the LLM runs over new tokens (SmallKV: its small model runs over
- *                   the same tokens first, so that this step's attention rows are ready);
+ *   slm_attach      when the session's companion model (below) has new rows to read: at
+ *                   creation, after a fork, and for each row of a speculative verify pass;
  *   before_compress once after each prefill's forward, with every layer's column sums
  *                   (SmallKV: online head matching);
  *   on_prefill      once per layer after each exact prefill, with that prefill's attention
@@ -25,7 +25,10 @@
  *                   the policy asked for them (wants_head_p);
  *   after_step      after each decode step.
  * A policy only chooses positions; storage, budgets and accounting belong to the session and
- * the cache, so every policy is measured the same way.
+ * the cache, so every policy is measured the same way. A policy that scores with a small
+ * model (SmallKV) only says what it needs (skv_slm_need); the session runs that model
+ * (runtime/session/slm_guide.h) over every token before the LLM, forks, derives and reports
+ * it, and drafts with it, on every backend alike.
  * Budget: a lane's budget is in cost units (a K+V token costs 1, a V-only token 1/2); a policy
  * must return sets with n_kv + n_v / 2 <= budget (or everything when the budget covers the
  * whole sequence). */
@@ -74,28 +77,28 @@ enum {
     SKV_POLICY_GPU = 8,         /* can decode on the CUDA backend (runtime/backend/) */
     SKV_POLICY_QUERY = 16,      /* reads the current query to select */
     SKV_POLICY_MARGINAL = 32,   /* keeps some tokens as V only, with compensated weights */
+    SKV_POLICY_PER_HEAD = 64,   /* can select per attention (query) head (skv_policy_env.per_head) */
 };
 
-/* A compressed sequence over another model that a policy runs beside the LLM (SmallKV's SLM
- * with an H2O-compressed cache). The session layer implements it (runtime/session/subseq.c)
- * and hands it over in skv_policy_env, since policies sit below sessions. A sub-sequence
- * exports its attention into the caller's rows ([n_layers] -> (H, stride)): colsum
- * accumulated over every query, lastrow this step's row. */
-typedef struct skv_subseq skv_subseq;
+/* The small model's attention rows a policy reads (the session's SLM guide, or rows a unit
+ * test attaches): per SLM layer < slm_layers, (slm_heads, stride) floats. */
 typedef struct {
-    /* m's first n_layers, its cache H2O-compressed (sinks, reduce: an skv_reduce) to budget
-     * (a fraction; 1 keeps everything). NULL + error. */
-    skv_subseq *(*open)(const skv_model *m, double budget, int sinks, int reduce, int n_layers, int max_ctx, int T_max,
-                        bool kv_f16, float **colsum, float **lastrow, int stride);
-    /* T tokens: a prefill, or one decode token (T = 1). -1 + error. */
-    int (*run)(skv_subseq *q, const int *tokens, int T, bool prefill);
-    /* one decode token for each of n sub-sequences of one model, together. -1 + error. */
-    int (*step_batch)(skv_subseq **qs, const int *tokens, int n);
-    /* a copy that continues identically, exporting into its own rows. NULL + error. */
-    skv_subseq *(*fork)(const skv_subseq *q, float **colsum, float **lastrow, int stride);
-    size_t (*cache_bytes)(const skv_subseq *q);   /* its K/V in use (hot and cold) */
-    void (*free)(skv_subseq *q);
-} skv_subseq_ops;
+    const int *map;            /* [L*H] LLM flat head -> SLM flat head (layer*h + head), or NULL */
+    int slm_heads;             /* h: SLM query heads per layer */
+    int slm_layers;
+    const float *const *colsum;   /* [slm_layers] -> (h, stride): accumulated column sums */
+    const float *const *lastrow;  /* ... this step's attention row */
+    int stride;
+} skv_slm_view;
+
+/* What a policy asks of the session's small model (depth 0: none). */
+typedef struct {
+    int depth;                 /* SLM layers to run (early stop) */
+    double compress;           /* its cache H2O-compressed to this fraction (0 or 1: full) */
+    bool as_session;           /* run it as a session even with its full cache (tests) */
+    int sinks, reduce;         /* the compressed cache's H2O: sinks, skv_reduce */
+    bool draft_colsum;         /* keep the column sums while it drafts (scores that read them) */
+} skv_slm_need;
 
 /* What a policy may use besides its options: the models and the head mapping. */
 typedef struct {
@@ -106,8 +109,10 @@ typedef struct {
     int max_ctx, T_max;
     bool kv_f16;
     bool prefill_base;             /* a prefill base (session.h): only prepare the state that
-                                      derived sessions copy (before_forward), never select */
-    const skv_subseq_ops *subseq;  /* sequences of its own (runtime/session/subseq.c), or NULL */
+                                      derived sessions copy, never select */
+    bool per_head;                 /* selection granularity: each query head keeps its own set
+                                      (skv_select_io.head_keep), the lane stores their union;
+                                      else one set per KV head */
 } skv_policy_env;
 
 typedef struct skv_policy skv_policy;
@@ -125,14 +130,6 @@ typedef struct {
     /* Fill p->st, the hooks and the per-instance fields below from p->opts and env.
      * -1 + error. */
     int (*init)(skv_policy *p, const skv_policy_env *env);
-    /* Several instances of this policy (of different sessions) before one batched decode
-     * step, one token each; NULL: before_forward one by one. */
-    int (*before_step_batch)(skv_policy **ps, const int *tokens, int n);
-    /* Several instances' spec_draft (below) together, each with its own first token, k,
-     * proposals and pick user, the companions stepping in batches; the same results as
-     * spec_draft one by one. NULL: one by one. */
-    int (*spec_draft_batch)(skv_policy **ps, const int *first, const int *ks, int *const *drafts,
-                            int (*pick)(const float *logits, int pos, int i, void *user), void *const *users, int n);
     /* Whether these options need a head mapping (skv_policy_env.map); NULL: exactly when the
      * policy needs the SLM. */
     bool (*needs_map)(const void *opts);
@@ -197,6 +194,9 @@ typedef struct {
     int obs_rows;
     const skv_kvcache *cache;   /* cold tier holds positions < n (EMS reads K/V) */
     double budget;        /* the session's (mean) lane budget at length n, cost units */
+    /* --- kvzip (kvzip.c): the token ids of positions n0 .. n-1, NULL when the session does
+     * not have them (a session derived from a prefill base) --- */
+    const int *ids;
 } skv_prefill_info;
 
 /* One lane's selection request and answer. */
@@ -211,6 +211,9 @@ typedef struct {
                              token's); NULL unless the policy has SKV_POLICY_QUERY */
     int d;                /* head dim of q */
     /* outputs, capacity n each */
+    unsigned char *head_keep;   /* per-head granularity only (else NULL): (g, n), the policy sets
+                                   1 where query head t keeps position k as K+V (zeroed by the
+                                   session); kv_pos is then the union of the heads' sets */
     int *kv_pos; int n_kv;
     int *v_pos;  int n_v;
     /* scratch, capacity n each (skv_select_scored uses itmp and mark) */
@@ -226,18 +229,10 @@ typedef struct {
     size_t hot_meta_bytes;   /* metadata the policy keeps beside the LLM's hot tier to select
                                 (Quest: page key bounds); the report counts it as hot bytes */
     double seconds;       /* wall time spent in the extra model so far */
+    /* --- kvzip (kvzip_pass.c): its scoring passes, extra forwards over the prefill --- */
+    double pass_seconds;  /* wall time of every scoring pass so far */
+    size_t pass_peak_bytes;  /* the most transient bytes one pass held */
 } skv_policy_mem;
-
-/* A model a policy runs beside the LLM over the same tokens, in a plain state with its
- * full contiguous cache (forward.h), so that a backend that decodes elsewhere (the CUDA
- * session) can run it there too and copy its statistics back. */
-typedef struct {
-    const skv_model *m;
-    skv_state *st;             /* its CPU state after the prefill */
-    int n_layers;                /* layers it runs (early stop) */
-    float **colsum, **lastrow;   /* [n_layers] -> (H, max_ctx), updated every step */
-    double *seconds;             /* where its time is added up */
-} skv_policy_companion;
 
 struct skv_policy {
     const skv_policy_desc *desc;
@@ -253,7 +248,8 @@ struct skv_policy {
     bool uses_cold;       /* restores from the cold tier (else cold is only prefill scratch,
                              released after each prefill: evicted tokens are gone) */
     skv_combine combine;  /* how marginal V-only tokens enter the attention */
-    int (*before_forward)(skv_policy *p, const int *tokens, int T, bool prefill);
+    skv_slm_need slm;     /* the small model it scores with (depth 0: none) */
+    int (*slm_attach)(skv_policy *p, const skv_slm_view *v);   /* its rows (v->map unused) */
     int (*before_compress)(skv_policy *p, float *const *colsum, int stride, int n0, int n);
     int (*on_prefill)(skv_policy *p, const skv_prefill_info *pi);
     int (*select)(skv_policy *p, skv_select_io *io);
@@ -272,38 +268,9 @@ struct skv_policy {
      * multiplicities with the merged values select planned. NULL for other policies. */
     int (*after_apply)(skv_policy *p, skv_kvcache *c, int layer, int kvh);
     int (*fork)(const skv_policy *src, skv_policy *dst);   /* copy st into dst (dst = *src done) */
-    /* A derived session's policy takes over what base's policy (of a prefill base, maybe of
-     * another kind) prepared during the shared prefill. NULL: nothing to take. -1 + error
-     * when it cannot (the session then prefills by itself). */
-    int (*derive)(skv_policy *p, const skv_policy *base);
     void (*mem)(const skv_policy *p, skv_policy_mem *m);
-    /* 0 and *c filled when the policy runs a companion model, 1 when it runs none, -1 +
-     * error when its companion cannot move to another backend (the message says why). */
-    int (*companion)(skv_policy *p, skv_policy_companion *c);
     /* The LLM head -> SLM head mapping in use ([L*H]), NULL when none (yet). */
     const int *(*head_map)(const skv_policy *p);
-    /* Speculative decoding with the policy's own companion model as the drafter (SmallKV:
-     * the SLM already runs over every token, so its pass drafts at no extra cost). NULL for
-     * policies without one.
-     *   spec_enable  before the first token: the companion will draft up to kmax tokens a
-     *                round (it then runs all its layers), from the logits of token ids <
-     *                head_rows (0: all; forward.h); sets spec_on. -1 + error when it
-     *                cannot (the message says why);
-     *   spec_draft   the companion steps over `first` (the LLM's token at the current
-     *                length n) and then greedily over its own proposals: k + 1 steps, the
-     *                attention rows of each kept for the verify pass; drafts[0..k) are its
-     *                proposals for positions n+1 .. n+k: pick(logits, position, i, user) of
-     *                its logits after step i when pick is set (it may sample), else argmax;
-     *   spec_row     the verify pass decodes row t of the drafted block (-1: the live rows);
-     *   spec_keep    the verify kept the first keep rows (1..k+1): the companion forgets the
-     *                others, as if it had stepped over exactly those tokens. */
-    int (*spec_enable)(skv_policy *p, int kmax, int head_rows);
-    int (*spec_draft)(skv_policy *p, int first, int k, int *drafts,
-                      int (*pick)(const float *logits, int pos, int i, void *user), void *user);
-    int (*spec_row)(skv_policy *p, int t);
-    int (*spec_keep)(skv_policy *p, int keep);
-    bool spec_on;         /* spec_enable succeeded: the verify pass may run (before_forward
-                             is replaced by spec_draft) */
     void (*free_state)(skv_policy *p);
 };
 
@@ -334,6 +301,12 @@ void skv_select_all(skv_select_io *io);
  * `keep - sinks - recent` others by score among candidates (positions already hot as K+V
  * or >= io->n0 when `permanent`, else all). Output sorted by position. */
 void skv_select_scored(skv_select_io *io, const float *score, int keep, int recent, bool permanent, int sinks);
+
+/* skv_select_scored's rule (permanent) for one set into out (n_out, capacity n), the
+ * positions that may be kept marked in alive (n; a set of one query head: its own earlier
+ * set plus the new positions). */
+void skv_select_scored_alive(skv_select_io *io, int *out, int *n_out, const float *score, int keep, int recent,
+                             const unsigned char *alive, int sinks);
 
 /* H2O accumulation (h2o.c), shared with SmallKV's no-saliency ablation. */
 int skv_h2o_accumulate_prefill(skv_lanescore *acc, const skv_policy *p, skv_reduce reduce, const skv_prefill_info *pi);

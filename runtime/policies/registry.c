@@ -11,11 +11,13 @@
     X(h2o)          \
     X(snapkv)       \
     X(pyramidkv)    \
+    X(pyramidinfer) \
     X(adakv)        \
     X(ems)          \
     X(quest)        \
     X(oracle)       \
-    X(smallkv)
+    X(smallkv)      \
+    X(kvzip)
 
 #define DECLARE(n) extern const skv_policy_desc skv_policy_##n;
 POLICIES(DECLARE)

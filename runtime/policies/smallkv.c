@@ -23,7 +23,7 @@
 
 static const char *const combine_names[] = {"sum", "mass", "renorm", NULL};
 static const char *const mapping_names[] = {"profile", "online", NULL};
-static const char *const split_names[] = {"fixed", "adaptive", NULL};
+static const char *const split_names[] = {"fixed", "adaptive", "small", NULL};
 static const char *const score_names[] = {"acc", "now", "mean", NULL};
 
 #define O(f) offsetof(skv_smallkv_opts, f)
@@ -38,7 +38,10 @@ static const skv_opt_desc smallkv_opt_table[] = {
     {"no_marginal", "nomarg", SKV_OPT_BOOL, O(no_marginal), 0, 0, 1, NULL, 0, 0,
      "ablation: no V-only tokens (budget split critical:recent)"},
     {"split", NULL, SKV_OPT_ENUM, O(split), 0, 0, 0, split_names, SKV_OPT_BARE, 0,
-     "budget split: fixed critical:recent:marginal 2:1:2, or adaptive by the SLM's mass"},
+     "budget split: fixed critical:recent:marginal 2:1:2, adaptive by the SLM's mass, or small: 6:1:1 "
+     "(most slots critical) when the budget is at most small_at of the sequence, else fixed"},
+    {"small_at", NULL, SKV_OPT_FLOAT, O(small_at), 0.075, 0, 1, NULL, 0, 0.075,
+     "split=small: budgets at most this fraction of the sequence take the critical-heavy split"},
     /* labels name the score when it is not acc, the default before now was measured best */
     {"score", NULL, SKV_OPT_ENUM, O(score), SKV_SLM_SCORE_NOW, 0, 0, score_names, 0, SKV_SLM_SCORE_ACC,
      "token score from the SLM: this step's row (now), accumulated (acc), accumulated per row seen (mean)"},
@@ -68,12 +71,19 @@ typedef struct {
     skv_slm_view v;         /* the rows the selection reads */
     bool attached;
     skv_lanescore acc;      /* no-saliency: the LLM's own scores */
-    skv_slm_guide *g;       /* the SLM (NULL when a test attached a view) */
     skv_online *onl;        /* online matching while it is pending, else NULL */
+    /* per attention head (env per_head): the lane just selected, (Hkv, g, max_ctx) marks of
+     * each head's K+V and V-only positions, read by the marginal weights of the same step */
+    bool per_head;
+    int max_ctx;
+    unsigned char *hk, *hv;
 } skv_state_smallkv;
 
-void skv_smallkv_split(const skv_smallkv_opts *o, double B, int *crit, int *recent, int *marg) {
+void skv_smallkv_split(const skv_smallkv_opts *o, double B, int n, int *crit, int *recent, int *marg) {
     double c = 2, r = o->recent, m = o->no_marginal ? 0 : 2;
+    if (o->split == SKV_SPLIT_SMALL && B <= o->small_at * n) {   /* most slots to critical tokens */
+        c = 6; r = 1; m = o->no_marginal ? 0 : 1;
+    }
     double x = B / (c + r + m / 2);
     int Bt = (int)floor(B + 1e-9);
     int cr = (int)floor(c * x + 1e-9), rc = (int)floor(r * x + 1e-9), mg = (int)floor(m * x + 1e-9);
@@ -101,12 +111,92 @@ static int cmp_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+/* this step's score of every position for LLM query head h (layer, flat index in layer) */
+static void head_score(const skv_state_smallkv *s, const skv_smallkv_opts *o, const skv_policy *p, int layer, int h,
+                       int n, float *score) {
+    const float *const *src = o->score == SKV_SLM_SCORE_NOW ? s->v.lastrow : s->v.colsum;
+    const float *row = slm_row(s, src, s->map[layer * p->H + h]);
+    memcpy(score, row, (size_t)n * sizeof(float));
+    if (o->score == SKV_SLM_SCORE_MEAN)
+        for (int k = 0; k < n; k++) score[k] /= (float)(n - k);
+}
+
+/* Per attention head: each query head ranks by its own mapped SLM head: sinks, recent and its
+ * critical tokens as K+V (the lane stores the union), then its marginal tokens among the
+ * positions no head keeps as K+V (the lane's V-only slots: their union). */
+static int sk_select_heads(skv_policy *p, skv_select_io *io, int crit, int recent, int marg) {
+    skv_state_smallkv *s = p->st;
+    const skv_smallkv_opts *o = p->opts;
+    const int n = io->n, g = p->H / p->Hkv;
+    const size_t N = (size_t)s->max_ctx;
+    unsigned char *hk = s->hk + (size_t)io->kvh * g * N, *hv = s->hv + (size_t)io->kvh * g * N;
+    const int sinks = o->sinks < crit ? o->sinks : crit;
+    const int rlo = n - recent < sinks ? sinks : n - recent;
+    float *score = io->ftmp;
+    int *cand = io->itmp;
+    for (int t = 0; t < g; t++) {
+        unsigned char *row = io->head_keep + (size_t)t * n;
+        head_score(s, o, p, io->layer, io->kvh * g + t, n, score);
+        int nc = 0;
+        for (int k = sinks; k < rlo; k++) cand[nc++] = k;
+        const int got = skv_topk(score, cand, nc, crit - sinks > 0 ? crit - sinks : 0);
+        for (int k = 0; k < sinks; k++) row[k] = 1;
+        for (int i = 0; i < got; i++) row[cand[i]] = 1;
+        for (int k = rlo; k < n; k++) row[k] = 1;
+        memcpy(hk + (size_t)t * N, row, (size_t)n);
+    }
+    unsigned char *any = io->mark;   /* 1: some head keeps it as K+V */
+    memset(any, 0, (size_t)n);
+    int nk = 0;
+    for (int k = 0; k < n; k++) {
+        for (int t = 0; t < g && !any[k]; t++) any[k] = io->head_keep[(size_t)t * n + k];
+        if (any[k]) io->kv_pos[nk++] = k;
+    }
+    io->n_kv = nk;
+    int nv = 0;
+    for (int t = 0; t < g; t++) {
+        unsigned char *vrow = hv + (size_t)t * N;
+        memset(vrow, 0, (size_t)n);
+        if (marg <= 0) continue;
+        head_score(s, o, p, io->layer, io->kvh * g + t, n, score);
+        int nc = 0;
+        for (int k = sinks; k < rlo; k++) if (!any[k]) cand[nc++] = k;
+        const int got = skv_topk(score, cand, nc, marg);
+        for (int i = 0; i < got; i++) vrow[cand[i]] = 1;
+    }
+    for (int k = 0; k < n; k++) {
+        bool v = false;
+        for (int t = 0; t < g && !v; t++) v = hv[(size_t)t * N + k];
+        if (v) io->v_pos[nv++] = k;
+    }
+    io->n_v = nv;
+    return 0;
+}
+
+/* keep everything (every head everything, when per head) */
+static void sk_select_all(const skv_policy *p, skv_select_io *io) {
+    skv_select_all(io);
+    const skv_state_smallkv *s = p->st;
+    if (!io->head_keep) return;
+    const int g = p->H / p->Hkv;
+    memset(io->head_keep, 1, (size_t)g * io->n);
+    for (int t = 0; t < g; t++) {
+        memset(s->hk + ((size_t)io->kvh * g + t) * s->max_ctx, 1, (size_t)io->n);
+        memset(s->hv + ((size_t)io->kvh * g + t) * s->max_ctx, 0, (size_t)io->n);
+    }
+}
+
 static int sk_select(skv_policy *p, skv_select_io *io) {
     skv_state_smallkv *s = p->st;
     const skv_smallkv_opts *o = p->opts;
     const int n = io->n, g = p->H / p->Hkv;
     io->n_v = 0;
-    if (!s->map || !s->attached || io->budget >= n) { skv_select_all(io); return 0; }
+    if (!s->map || !s->attached || io->budget >= n) { sk_select_all(p, io); return 0; }
+    if (s->per_head) {
+        int crit, recent, marg;
+        skv_smallkv_split(o, io->budget, n, &crit, &recent, &marg);
+        return sk_select_heads(p, io, crit, recent, marg);
+    }
     /* scores */
     float *score;
     if (o->no_saliency) {
@@ -128,7 +218,7 @@ static int sk_select(skv_policy *p, skv_select_io *io) {
             for (int k = 0; k < n; k++) score[k] /= (float)(n - k);
     }
     int crit, recent, marg;
-    skv_smallkv_split(o, io->budget, &crit, &recent, &marg);
+    skv_smallkv_split(o, io->budget, n, &crit, &recent, &marg);
     int sinks = o->sinks < crit ? o->sinks : crit;
     int rlo = n - recent < sinks ? sinks : n - recent;
     /* candidates outside sinks and the recent window */
@@ -146,7 +236,7 @@ static int sk_select(skv_policy *p, skv_select_io *io) {
         for (int k = sinks; k < rlo; k++) io->itmp[nc++] = k;
     }
     int ccrit = crit - sinks;
-    if (o->split && nc > 0) {
+    if (o->split == SKV_SPLIT_ADAPTIVE && nc > 0) {
         /* critical: fewest with adapt_crit_mass of the candidates' mass; marginal to adapt_marg_mass */
         float *sorted = skv_malloc((size_t)nc * sizeof(float), "adaptive split");
         if (!sorted) return -1;
@@ -207,6 +297,14 @@ static void sk_marginal(const skv_policy *p, int layer, int kvh, const int *pos_
         }
         const float *row = slm_row(s, s->v.lastrow, s->map[layer * p->H + kvh * g + t]);
         double ws = 0;
+        if (s->per_head) {   /* this head's own K+V and V-only positions */
+            const unsigned char *hk = s->hk + ((size_t)kvh * g + t) * s->max_ctx;
+            const unsigned char *hv = s->hv + ((size_t)kvh * g + t) * s->max_ctx;
+            for (int i = 0; i < n_kv; i++) if (hk[pos_kv[i]]) ws += row[pos_kv[i]];
+            w[t] = (float)ws;
+            for (int k = 0; k < n_v; k++) pm[(size_t)t * n_v + k] = hv[pos_v[k]] ? row[pos_v[k]] : 0;
+            continue;
+        }
         for (int i = 0; i < n_kv; i++) ws += row[pos_kv[i]];
         w[t] = (float)ws;
         for (int k = 0; k < n_v; k++) pm[(size_t)t * n_v + k] = row[pos_v[k]];
@@ -241,23 +339,23 @@ static int set_map(skv_policy *p, const int *map) {
     return 0;
 }
 
-int skv_smallkv_attach(skv_policy *p, const skv_slm_view *v) {
-    if (p->desc != &skv_policy_smallkv) return skv_error("policy %s takes no SLM", p->name);
+/* the session's SLM rows (policy.h slm_attach): at creation, after a fork, per verify row */
+static int sk_slm_attach(skv_policy *p, const skv_slm_view *v) {
     skv_state_smallkv *s = p->st;
     if (v->slm_heads < 1 || v->slm_layers < 1 || !v->colsum || !v->lastrow || v->stride < 1)
         return skv_error("bad SLM view");
+    const bool again = s->attached && s->v.slm_layers == v->slm_layers && s->v.slm_heads == v->slm_heads;
     s->v = *v;
+    s->v.map = NULL;
     s->attached = true;
-    if (s->map && check_map(p, s, s->map)) { s->attached = false; return -1; }
-    if (v->map) return set_map(p, v->map);
+    if (!again && s->map && check_map(p, s, s->map)) { s->attached = false; return -1; }
     return 0;
 }
 
-/* the guide's rows as the selection's view */
-static skv_slm_view guide_view(const skv_slm_guide *g) {
-    return (skv_slm_view){.map = NULL, .slm_heads = g->m->cfg.n_head, .slm_layers = g->depth,
-                          .colsum = (const float *const *)g->colsum, .lastrow = (const float *const *)g->lastrow,
-                          .stride = g->max_ctx};
+int skv_smallkv_attach(skv_policy *p, const skv_slm_view *v) {
+    if (p->desc != &skv_policy_smallkv) return skv_error("policy %s takes no SLM", p->name);
+    if (sk_slm_attach(p, v)) return -1;
+    return v->map ? set_map(p, v->map) : 0;
 }
 
 /* online matching, once the sequence is long enough: the mapping is set and the LLM's
@@ -266,9 +364,10 @@ static int online_try(skv_policy *p, int n) {
     skv_state_smallkv *s = p->st;
     const skv_smallkv_opts *o = p->opts;
     if (!s->onl || n < s->onl->min_tokens) return 0;
+    if (!s->attached) return skv_error("smallkv: online matching without the SLM's rows");
     int *map = skv_malloc((size_t)p->L * p->H * sizeof(int), "online matching");
     if (!map) return -1;
-    int rc = skv_online_match(s->onl, s->g, n, map);
+    int rc = skv_online_match(s->onl, &s->v, n, map);
     if (!rc) rc = set_map(p, map);
     free(map);
     if (rc) return -1;
@@ -278,21 +377,6 @@ static int online_try(skv_policy *p, int n) {
     p->wants_head_p = false;
     p->after_step = NULL;
     return 0;
-}
-
-static int sk_before_forward(skv_policy *p, const int *tokens, int T, bool prefill) {
-    skv_state_smallkv *s = p->st;
-    return s->g ? skv_slm_guide_run(s->g, tokens, T, prefill) : 0;
-}
-
-static int sk_before_step_batch(skv_policy **ps, const int *tokens, int n) {
-    skv_slm_guide *gs[n > 0 ? n : 1];
-    int tk[n > 0 ? n : 1], ng = 0;
-    for (int i = 0; i < n; i++) {
-        skv_state_smallkv *s = ps[i]->st;
-        if (s->g) { gs[ng] = s->g; tk[ng++] = tokens[i]; }
-    }
-    return skv_slm_guide_step_batch(gs, tk, ng);
 }
 
 static int sk_before_compress(skv_policy *p, float *const *colsum, int stride, int n0, int n) {
@@ -314,6 +398,16 @@ static int sk_after_step(skv_policy *p, int n) { return online_try(p, n); }
 
 static void sk_free(skv_policy *p);
 
+/* the per-head marks (scratch of one lane's step) */
+static int heads_alloc(skv_state_smallkv *s, bool per_head, int max_ctx, int H) {
+    s->per_head = per_head;
+    s->max_ctx = max_ctx;
+    if (!per_head) return 0;
+    s->hk = skv_calloc((size_t)H * max_ctx, 1, "smallkv per-head marks");
+    s->hv = skv_calloc((size_t)H * max_ctx, 1, "smallkv per-head marks");
+    return s->hk && s->hv ? 0 : -1;
+}
+
 static int sk_fork(const skv_policy *src, skv_policy *dst) {
     const skv_state_smallkv *a = src->st;
     skv_state_smallkv *b = skv_calloc(1, sizeof *b, "smallkv state");
@@ -328,89 +422,11 @@ static int sk_fork(const skv_policy *src, skv_policy *dst) {
     }
     if (skv_lanescore_copy(&b->acc, &a->acc)) goto fail;
     if (a->onl && !(b->onl = skv_online_fork(a->onl))) goto fail;
-    if (a->g && a->g->pending) {
-        /* a verify pass's fork (speculate.c): it reads the drafted rows, one of the two
-         * sessions is dropped right after, the survivor keeps the guide */
-        b->g = a->g;
-        b->g->refs++;
-    } else if (a->g) {
-        if (!(b->g = skv_slm_guide_fork(a->g))) goto fail;
-        b->v = guide_view(b->g);   /* its own rows */
-    }
-    return 0;
+    if (heads_alloc(b, a->per_head, a->max_ctx, src->H)) goto fail;
+    return 0;   /* the session attaches its fork's SLM rows */
 fail:
     sk_free(dst);
     return -1;
-}
-
-/* ---- speculative decoding: the guide drafts (policy.h spec_*) ---- */
-
-static int sk_spec_enable(skv_policy *p, int kmax, int head_rows) {
-    skv_state_smallkv *s = p->st;
-    const skv_smallkv_opts *o = p->opts;
-    if (!s->g) return skv_error("smallkv: no SLM to draft with");
-    if (s->onl)
-        return skv_error("smallkv: online head matching changes the policy mid-sequence; speculative decoding needs "
-                         "the mapping from a profile");
-    if (skv_slm_guide_spec_enable(s->g, kmax, o->score != SKV_SLM_SCORE_NOW, head_rows)) return skv_error_prefix("smallkv");
-    p->spec_on = true;
-    return 0;
-}
-
-static int sk_spec_draft(skv_policy *p, int first, int k, int *drafts,
-                         int (*pick)(const float *, int, int, void *), void *user) {
-    skv_state_smallkv *s = p->st;
-    return skv_slm_guide_draft(s->g, first, k, drafts, pick, user);
-}
-
-static int sk_spec_draft_batch(skv_policy **ps, const int *first, const int *ks, int *const *drafts,
-                               int (*pick)(const float *, int, int, void *), void *const *users, int n) {
-    skv_slm_guide *gs[n > 0 ? n : 1];
-    for (int i = 0; i < n; i++) gs[i] = ((skv_state_smallkv *)ps[i]->st)->g;
-    return skv_slm_guide_draft_batch(gs, first, ks, drafts, pick, users, n);
-}
-
-/* the view the selection and the marginal weights read: drafted row t, or the live rows */
-static int sk_spec_row(skv_policy *p, int t) {
-    skv_state_smallkv *s = p->st;
-    const skv_slm_guide *g = s->g;
-    if (t < 0) {
-        s->v.colsum = (const float *const *)g->colsum;
-        s->v.lastrow = (const float *const *)g->lastrow;
-        return 0;
-    }
-    if (t >= g->pending) return skv_error("smallkv: verify row %d, %d drafted", t, g->pending);
-    s->v.lastrow = (const float *const *)g->lr_set[t];
-    s->v.colsum = (const float *const *)(g->spec_colsum ? g->cs_set[t] : g->colsum);
-    return 0;
-}
-
-static int sk_spec_keep(skv_policy *p, int keep) {
-    skv_state_smallkv *s = p->st;
-    if (skv_slm_guide_spec_keep(s->g, keep)) return -1;
-    return sk_spec_row(p, -1);
-}
-
-static int sk_derive(skv_policy *p, const skv_policy *base) {
-    skv_state_smallkv *s = p->st;
-    const skv_state_smallkv *b = base->desc == &skv_policy_smallkv ? base->st : NULL;
-    if (!s->g) return 0;
-    return skv_slm_guide_take(s->g, b ? b->g : NULL);
-}
-
-static void sk_mem(const skv_policy *p, skv_policy_mem *m) {
-    const skv_state_smallkv *s = p->st;
-    if (s->g) skv_slm_guide_mem(s->g, m);
-}
-
-static int sk_companion(skv_policy *p, skv_policy_companion *c) {
-    skv_state_smallkv *s = p->st;
-    if (!s->g) return 1;
-    if (s->g->sess) return skv_error("a compressed SLM cache (slm_budget < 1) is not supported on the GPU");
-    if (s->onl) return skv_error("online head matching is still pending (prefill at least %d tokens)", s->onl->min_tokens);
-    *c = (skv_policy_companion){.m = s->g->m, .st = s->g->st, .n_layers = s->g->depth, .colsum = s->g->colsum,
-                                .lastrow = s->g->lastrow, .seconds = &s->g->seconds};
-    return 0;
 }
 
 static void sk_free(skv_policy *p) {
@@ -418,8 +434,9 @@ static void sk_free(skv_policy *p) {
     if (!s) return;
     free(s->map);
     skv_lanescore_free(&s->acc);
-    skv_slm_guide_free(s->g);
     skv_online_free(s->onl);
+    free(s->hk);
+    free(s->hv);
     free(s);
     p->st = NULL;
 }
@@ -453,7 +470,6 @@ static int sk_init(skv_policy *p, const skv_policy_env *env) {
     p->wants_colsum = o->no_saliency;
     p->wants_step = o->no_saliency;
     p->uses_cold = !o->no_saliency;
-    p->before_forward = sk_before_forward;
     p->before_compress = sk_before_compress;
     p->on_prefill = sk_prefill;
     p->select = sk_select;
@@ -461,14 +477,8 @@ static int sk_init(skv_policy *p, const skv_policy_env *env) {
     p->after_step = o->mapping == 1 ? sk_after_step : NULL;   /* online matching only */
     p->marginal = sk_marginal;
     p->fork = sk_fork;
-    p->derive = sk_derive;
-    p->mem = sk_mem;
-    p->companion = sk_companion;
+    p->slm_attach = sk_slm_attach;
     p->head_map = skv_smallkv_map;
-    p->spec_enable = sk_spec_enable;
-    p->spec_draft = sk_spec_draft;
-    p->spec_row = sk_spec_row;
-    p->spec_keep = sk_spec_keep;
     if (!env->llm) return 0;   /* unit tests: the caller attaches a view */
     const skv_model *sm = env->slm, *m = env->llm;
     if (!sm) return skv_error("no SLM given");
@@ -477,15 +487,16 @@ static int sk_init(skv_policy *p, const skv_policy_env *env) {
                          sm->cfg.vocab, m->name ? m->name : "?", m->cfg.vocab);
     const bool online = o->mapping == 1 && !env->prefill_base;
     if (!env->prefill_base && !online && !env->map) return skv_error("no head mapping (give a profile's map or online)");
-    const int depth = slm_depth(o, env, p->L, p->H);
-    /* a prefill base keeps the plain SLM state that derived sessions copy */
-    const double compress = env->prefill_base ? 0 : o->slm_budget;
-    if (!(s->g = skv_slm_guide_new(sm, depth, env->max_ctx, env->T_max, env->kv_f16, compress,
-                                   o->slm_session && !env->prefill_base, o->sinks, o->reduce, env->subseq)))
-        return -1;
-    skv_slm_view v = guide_view(s->g);
-    v.map = online || env->prefill_base ? NULL : env->map;
-    if (skv_smallkv_attach(p, &v)) return -1;
+    if (env->per_head && (o->no_saliency || o->split == SKV_SPLIT_ADAPTIVE))
+        return skv_error("per-attention-head selection takes the fixed or small split and the SLM's scores "
+                         "(not nosal, not split=adaptive)");
+    if (heads_alloc(s, env->per_head, env->max_ctx, p->H)) return -1;
+    /* the session runs the SLM; a prefill base keeps the plain SLM state that derived
+     * sessions copy */
+    p->slm = (skv_slm_need){.depth = slm_depth(o, env, p->L, p->H), .compress = env->prefill_base ? 0 : o->slm_budget,
+                            .as_session = o->slm_session && !env->prefill_base, .sinks = o->sinks,
+                            .reduce = o->reduce, .draft_colsum = o->score != SKV_SLM_SCORE_NOW};
+    if (!online && !env->prefill_base && set_map(p, env->map)) return -1;
     if (online) {
         const int mn = o->online_min, mx = o->online_max < mn ? mn : o->online_max;
         if (!(s->onl = skv_online_new(p->L, p->H, mn, mx, o->sinks))) return -1;
@@ -493,10 +504,6 @@ static int sk_init(skv_policy *p, const skv_policy_env *env) {
         p->wants_head_p = true;
     }
     return 0;
-}
-
-const skv_slm_guide *skv_smallkv_guide(const skv_policy *p) {
-    return p && p->desc == &skv_policy_smallkv && p->st ? ((const skv_state_smallkv *)p->st)->g : NULL;
 }
 
 bool skv_smallkv_mapped(const skv_policy *p) { return skv_smallkv_map(p) != NULL; }
@@ -520,12 +527,10 @@ const skv_policy_desc skv_policy_smallkv = {
               "query-aware retrieval method, closer to the full cache than Quest at the same hot budget "
               "(docs/results.md sections 11 and 12); at equal total memory, its SLM's cache counted, "
               "Quest and H2O are closer (sections 11 and 15).",
-    .caps = SKV_POLICY_NEEDS_SLM | SKV_POLICY_COLD_TIER | SKV_POLICY_MARGINAL | SKV_POLICY_GPU,
+    .caps = SKV_POLICY_NEEDS_SLM | SKV_POLICY_COLD_TIER | SKV_POLICY_MARGINAL | SKV_POLICY_GPU | SKV_POLICY_PER_HEAD,
     .opts = smallkv_opt_table,
     .n_opts = sizeof smallkv_opt_table / sizeof *smallkv_opt_table,
     .opts_size = sizeof(skv_smallkv_opts),
     .init = sk_init,
-    .before_step_batch = sk_before_step_batch,
-    .spec_draft_batch = sk_spec_draft_batch,
     .needs_map = sk_needs_map,
 };

@@ -58,16 +58,16 @@ static void topk_mask(const float *row, int lo, int hi, int K, int *tmp, uint64_
     for (int i = 0; i < got; i++) mask[tmp[i] / 64] |= 1ull << (tmp[i] % 64);
 }
 
-int skv_online_match(const skv_online *o, const skv_slm_guide *g, int n, int *map) {
-    const int W = o->W, hi = n < W ? n : W, lo = o->sinks < hi ? o->sinks : 0, sh = g->m->cfg.n_head;
+int skv_online_match(const skv_online *o, const skv_slm_view *v, int n, int *map) {
+    const int W = o->W, hi = n < W ? n : W, lo = o->sinks < hi ? o->sinks : 0, sh = v->slm_heads;
     int K = (hi - lo) / 10;
     if (K < 1) K = 1;
-    const int words = (W + 63) / 64, nslm = g->depth * sh, nllm = o->L * o->H;
+    const int words = (W + 63) / 64, nslm = v->slm_layers * sh, nllm = o->L * o->H;
     uint64_t *sm = skv_calloc((size_t)nslm * words, sizeof(uint64_t), "online matching");
     uint64_t *lm = skv_calloc((size_t)words, sizeof(uint64_t), "online matching");
     if (!sm || !lm) { free(sm); free(lm); return -1; }
     for (int j = 0; j < nslm; j++)
-        topk_mask(g->colsum[j / sh] + (size_t)(j % sh) * g->max_ctx, lo, hi, K, o->itmp, sm + (size_t)j * words, words);
+        topk_mask(v->colsum[j / sh] + (size_t)(j % sh) * v->stride, lo, hi, K, o->itmp, sm + (size_t)j * words, words);
     for (int i = 0; i < nllm; i++) {
         topk_mask(o->llm[i / o->H] + (size_t)(i % o->H) * W, lo, hi, K, o->itmp, lm, words);
         int best = 0, bi = -1, bu = 1;

@@ -18,6 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The policy reads the SLM guide's rows: drafted row t of a verify pass, or the live ones
+ * (t = -1). */
+static int slm_attach(skv_session *s, int t) {
+    if (t >= 0 && t >= s->slm->pending) return skv_error("SLM: verify row %d, %d drafted", t, s->slm->pending);
+    const skv_slm_view v = skv_slm_guide_view(s->slm, t);
+    return s->pol->slm_attach ? s->pol->slm_attach(s->pol, &v) : 0;
+}
+
 void skv_session_opts_default(skv_session_opts *o) {
     memset(o, 0, sizeof *o);
     skv_policy_spec_default("full", &o->pol);
@@ -34,6 +42,7 @@ int skv_session_opts_for(skv_session_opts *o, const skv_policy_spec *pol, double
     o->pol = *pol;
     o->budget = budget;
     const skv_policy_desc *d = pol->desc;
+    if (!(budget > 0 && budget <= 1)) return skv_error("budget %g is not a fraction in (0, 1]", budget);
     if (!(d->caps & SKV_POLICY_NEEDS_SLM)) return 0;
     if (!slm) return skv_error("policy %s needs an SLM", d->name);
     if (skv_policy_spec_needs_map(pol) && !map) return skv_error("policy %s needs a profile (or mapping online)", d->name);
@@ -45,7 +54,8 @@ int skv_session_opts_for(skv_session_opts *o, const skv_policy_spec *pol, double
 
 double skv_session_budget(const skv_session *s, int n) {
     if (skv_policy_has(s->pol, SKV_POLICY_KEEPS_ALL)) return n;
-    double b = s->o.budget_abs ? s->o.budget : s->o.budget * n;
+    const int base = s->o.budget_prompt && s->n_base > 0 ? s->n_base : n;
+    double b = s->o.budget_abs ? s->o.budget : s->o.budget * base;
     if (b < 1) b = 1;
     return b;
 }
@@ -60,6 +70,11 @@ static int alloc_buffers(skv_session *s) {
     s->n_selv = skv_calloc((size_t)Hkv, sizeof(int), "session");
     s->lane_budget = skv_calloc((size_t)Hkv, sizeof(double), "session");
     if (!s->sel_kv || !s->sel_v || !s->n_selkv || !s->n_selv || !s->lane_budget) return -1;
+    if (s->o.per_head) {
+        s->head_keep = skv_malloc((size_t)Hkv * g * N, "per-head selection");
+        s->head_mask = skv_malloc((size_t)Hkv * g * N, "per-head selection");
+        if (!s->head_keep || !s->head_mask) return -1;
+    }
     for (int j = 0; j < Hkv; j++) {
         s->sel_kv[j] = skv_malloc((size_t)N * sizeof(int), "session selection");
         s->sel_v[j] = skv_malloc((size_t)N * sizeof(int), "session selection");
@@ -91,6 +106,7 @@ void skv_session_free(skv_session *s) {
     skv_state_free(s->st);
     skv_kvcache_free(s->kv);
     skv_policy_free(s->pol);
+    skv_slm_guide_free(s->slm);
     skv_rows_free(s->pre_colsum, L);
     skv_rows_free(s->pre_obs, L);
     skv_rows_free(s->q_last, L);
@@ -100,6 +116,7 @@ void skv_session_free(skv_session *s) {
     free(s->sel_kv); free(s->sel_v); free(s->n_selkv); free(s->n_selv); free(s->lane_budget);
     free(s->itmp); free(s->ftmp); free(s->mark); free(s->probs); free(s->scr); free(s->pm); free(s->w);
     free(s->lane_args); free(s->lane_head_p);
+    free(s->head_keep); free(s->head_mask);
     free(s->x_tmp);
     free(s->vcap);
     skv_batch_free(s->bws);
@@ -130,14 +147,24 @@ skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o) {
     if (s->o.obs_rows < 1) s->o.obs_rows = 32;
     const skv_policy_env env = {.llm = m, .slm = o->slm, .map = o->map, .map_depth = o->map_depth,
                                 .max_ctx = o->max_ctx, .T_max = s->o.T_max, .kv_f16 = o->kv_f16,
-                                .prefill_base = o->prefill_base, .subseq = &skv_session_subseq_ops};
+                                .prefill_base = o->prefill_base, .per_head = o->per_head};
     s->pol = skv_policy_new(&o->pol, &env, c->n_layer, c->n_head, c->n_kv_head);
     if (!s->pol) goto fail;
+    if (o->per_head && !skv_policy_has(s->pol, SKV_POLICY_PER_HEAD)) {
+        skv_error("policy %s selects per KV head only (per-attention-head selection: h2o, smallkv)", pname);
+        goto fail;
+    }
     s->L_act = o->n_layers > 0 && o->n_layers < c->n_layer ? o->n_layers : c->n_layer;
     s->st = skv_state_new_nocache(m, o->max_ctx, s->o.T_max, o->kv_f16);
     if (!s->st) goto fail;
     s->kv = skv_kvcache_new(c->n_layer, c->n_kv_head, c->head_dim, o->kv_f16);
     if (!s->kv || alloc_buffers(s)) goto fail;
+    if (s->pol->slm.depth > 0) {   /* the small model the policy scores with */
+        if (!o->slm) { skv_error("policy %s needs an SLM", pname); goto fail; }
+        if (!(s->slm = skv_slm_guide_new(o->slm, &s->pol->slm, o->max_ctx, s->o.T_max, o->kv_f16)) ||
+            slm_attach(s, -1))
+            goto fail;
+    }
     return s;
 fail:
     skv_error_prefix("session (%s)", pname);
@@ -147,8 +174,28 @@ fail:
 
 /* ------------------------------------------------------------------ attention hook */
 
+/* A sliding-window layer (Gemma 3's local layers, Mistral) keeps exactly its window, which
+ * already bounds its cache: the policy compresses the global layers only (its select,
+ * on_prefill, after_apply and on_step are not called for windowed layers). */
+static int window_select(skv_session *s, int layer, int n) {
+    const int Hkv = s->m->cfg.n_kv_head, W = s->m->layers[layer].window, start = n > W ? n - W : 0;
+    for (int j = 0; j < Hkv; j++) {
+        for (int p = start; p < n; p++) s->sel_kv[j][p - start] = p;
+        s->n_selkv[j] = n - start;
+        s->n_selv[j] = 0;
+    }
+    if (skv_kvcache_hot_reserve(s->kv, layer, s->n_selkv, s->n_selv)) return -1;
+    s->kv->settled = s->n_sel;
+    for (int j = 0; j < Hkv; j++)
+        if (skv_kvcache_apply(s->kv, layer, j, s->sel_kv[j], s->n_selkv[j], s->sel_v[j], 0) < 0)
+            return skv_error_prefix("sliding-window layer %d", layer);
+    s->restores = (int)s->kv->restores;
+    return 0;
+}
+
 static int select_layer(skv_session *s, int layer, int n, const float *q) {
-    const int Hkv = s->m->cfg.n_kv_head;
+    const int Hkv = s->m->cfg.n_kv_head, g = s->m->cfg.n_head / Hkv;
+    if (s->m->layers[layer].window) return window_select(s, layer, n);
     if (!skv_policy_has(s->pol, SKV_POLICY_QUERY)) q = NULL;
     const double B = skv_session_budget(s, n);
     for (int j = 0; j < Hkv; j++) {
@@ -160,6 +207,10 @@ static int select_layer(skv_session *s, int layer, int n, const float *q) {
             .kv_pos = s->sel_kv[j], .v_pos = s->sel_v[j],
             .itmp = s->itmp, .ftmp = s->ftmp, .mark = s->mark,
         };
+        if (s->o.per_head) {
+            io.head_keep = s->head_keep + (size_t)j * g * s->o.max_ctx;
+            memset(io.head_keep, 0, (size_t)g * n);
+        }
         if (s->pol->select(s->pol, &io)) return skv_error_prefix("policy %s, layer %d", s->pol->name, layer);
         s->n_selkv[j] = io.n_kv;
         s->n_selv[j] = io.n_v;
@@ -172,6 +223,15 @@ static int select_layer(skv_session *s, int layer, int n, const float *q) {
         if (s->pol->after_apply && s->pol->after_apply(s->pol, s->kv, layer, j))
             return skv_error_prefix("policy %s, layer %d", s->pol->name, layer);
         if (s->pol->after_apply) skv_kvlog_lane(s->kv, layer, j);   /* it writes slots itself (no-op without a log) */
+        if (s->o.per_head) {   /* each head's positions -> the slots it attends */
+            const size_t N = (size_t)s->o.max_ctx;
+            const int ln = skv_lane(s->kv, layer, j), nh = s->kv->n_kv[ln];
+            const int *P = skv_kvcache_hot_pos_kv(s->kv, layer, j);
+            const unsigned char *keep = s->head_keep + (size_t)j * g * N;
+            unsigned char *mask = s->head_mask + (size_t)j * g * N;
+            for (int t = 0; t < g; t++)
+                for (int x = 0; x < nh; x++) mask[(size_t)t * nh + x] = keep[(size_t)t * n + P[x]];
+        }
     }
     s->restores = (int)s->kv->restores;
     return 0;
@@ -187,6 +247,9 @@ static int prefill_over_hot(skv_session *s, int layer, const float *q, int pos0,
     skv_kvcache *kv = s->kv;
     const size_t row = (size_t)d * kv->esz;
     const int n0 = kv->cold_base, nst = pos0 + T - n0;      /* staged rows n0 .. pos0+T-1 */
+    if (s->m->layers[layer].window)
+        return skv_error("policy %s: a prefill over a compressed past is not supported for sliding-window layer %d",
+                         s->pol->name, layer);
     for (int j = 0; j < Hkv; j++) {
         int rc = -1;
         const int ln = skv_lane(kv, layer, j), nh = kv->n_kv[ln], nt = nh + nst;
@@ -258,8 +321,8 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
         for (int t = 0; t < T; t++) {
             if (s->in_verify) {
                 s->n_sel = pos0 + t;   /* what a step at this position sees */
-                /* a drafting policy reads the rows its companion had at this position */
-                if (s->pol->spec_on && s->pol->spec_row(s->pol, pos0 + t - s->n)) return -1;
+                /* a drafting SLM's rows at this position */
+                if (skv_session_drafting(s) && slm_attach(s, pos0 + t - s->n)) return -1;
             }
             if (decode_layer(s, layer, q + t * qs, k + t * ks, v + t * ks, pos0 + t, out + t * qs)) return -1;
         }
@@ -278,7 +341,7 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
         .colsum = s->pre_colsum ? s->pre_colsum[layer] : NULL,
         .lastrow = s->x_lastrow ? s->x_tmp : NULL,     /* (H, cold_cap), copied below */
     };
-    skv_attention(out, q, kv->ck[layer], kv->cv[layer], &a);
+    skv_attention_window(out, q, kv->ck[layer], kv->cv[layer], &a, s->m->layers[layer].window);
     if (s->x_lastrow && layer < s->L_act)
         for (int h = 0; h < H; h++)
             memcpy(s->x_lastrow[layer] + (size_t)h * s->x_stride, s->x_tmp + (size_t)h * kv->cold_cap,
@@ -289,7 +352,8 @@ static int sess_attn(void *ctx, int layer, const float *q, const float *k, const
         if (t0 < T) {
             skv_attn_args b = a;
             b.T = T - t0; b.pos0 = pos0 + t0; b.colsum = s->pre_obs[layer]; b.lastrow = NULL;
-            skv_attention(s->obs_out, q + (size_t)t0 * H * d, kv->ck[layer], kv->cv[layer], &b);
+            skv_attention_window(s->obs_out, q + (size_t)t0 * H * d, kv->ck[layer], kv->cv[layer], &b,
+                                 s->m->layers[layer].window);
         }
     }
     return 0;
@@ -319,6 +383,7 @@ int skv_session_step_prepare(skv_session *s, int layer, const float *q, const fl
             .vm = skv_kvcache_hot_m(kv, layer, j), .mult = skv_kvcache_hot_mult(kv, layer, j),
             .combine = s->pol->combine, .scratch = s->scr + (size_t)j * N,
         };
+        if (s->o.per_head && !s->m->layers[layer].window) a->head_mask = s->head_mask + (size_t)j * g * N;
         if (s->pol->marginal && nm > 0) {
             float *pm = s->pm + (size_t)j * g * N, *w = s->w + (size_t)j * g;
             s->pol->marginal(s->pol, layer, j, pk, nh, pv, nm, pm, w);
@@ -354,7 +419,7 @@ void skv_session_step_finish(skv_session *s, int layer, int n) {
         const int nh = s->lane_args[j].n_hot;
         const int *pk = skv_kvcache_hot_pos_kv(s->kv, layer, j);
         float *hp = s->lane_head_p[j];
-        if ((s->pol->wants_step || s->pol->wants_head_p) && s->pol->on_step)
+        if ((s->pol->wants_step || s->pol->wants_head_p) && s->pol->on_step && !s->m->layers[layer].window)
             s->pol->on_step(s->pol, layer, j, pk, s->pol->wants_step ? s->probs + (size_t)j * N : NULL,
                             s->pol->wants_head_p ? hp : NULL, nh);
         if (hp && s->x_colsum) {
@@ -483,10 +548,11 @@ static int dump_tokens_env(const skv_session *s, const int *tokens, int T) {
     return dump_close(f, ferror(f) ? skv_error("SKV_DUMP_KEPT: write failed") : 0);
 }
 
-static int compress(skv_session *s, int n0) {
+static int compress(skv_session *s, int n0, const int *ids) {   /* ids: kvzip, positions n0.. */
     const skv_config *c = &s->m->cfg;
+    if (!s->n_base) s->n_base = s->n;
     for (int l = 0; l < s->L_act; l++) {
-        if (s->pol->on_prefill) {
+        if (s->pol->on_prefill && !s->m->layers[l].window) {
             skv_prefill_info pi = {
                 .layer = l, .H = c->n_head, .Hkv = c->n_kv_head, .n0 = n0, .n = s->n,
                 .stride = s->pre_stride,
@@ -494,6 +560,7 @@ static int compress(skv_session *s, int n0) {
                 .obs = s->pre_obs ? s->pre_obs[l] : NULL,
                 .obs_rows = s->n - s->pre_obs_from,
                 .cache = s->kv, .budget = skv_session_budget(s, s->n),
+                .ids = ids,   /* kvzip */
             };
             if (s->pol->on_prefill(s->pol, &pi)) return skv_error_prefix("policy %s, layer %d", s->pol->name, l);
         }
@@ -554,7 +621,7 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T) {
     if (skv_kvcache_cold_reserve(s->kv, s->n + T)) return -1;
     const bool base = s->o.prefill_base;
     if (ensure_prefill_stats(s, base || s->pol->wants_colsum || s->x_colsum, base || s->pol->obs_rows > 0)) return -1;
-    if (s->pol->before_forward && s->pol->before_forward(s->pol, tokens, T, true)) return -1;
+    if (s->slm && skv_slm_guide_run(s->slm, tokens, T, true)) return -1;
     const int n0 = s->n;
     const int w = obs_window(s);
     s->pre_obs_from = n0 + T - w < n0 ? n0 : n0 + T - w;
@@ -576,7 +643,7 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T) {
                     s->x_colsum[l][(size_t)h * s->x_stride + k] += s->pre_colsum[l][(size_t)h * s->pre_stride + k];
     if (s->pol->before_compress && s->pol->before_compress(s->pol, s->pre_colsum, s->pre_stride, n0, s->n))
         return skv_error_prefix("policy %s", s->pol->name);
-    return compress(s, n0);
+    return compress(s, n0, tokens);
 }
 
 int skv_session_step(skv_session *s, int token) {
@@ -584,7 +651,7 @@ int skv_session_step(skv_session *s, int token) {
     if (s->n + 1 > s->o.max_ctx) return skv_error("skv_session_step: context of %d tokens is full", s->o.max_ctx);
     if (s->n == 0) return skv_session_prefill(s, &token, 1);
     if (s->pol->uses_cold && skv_kvcache_cold_reserve(s->kv, s->n + 1)) return -1;
-    if (s->pol->before_forward && s->pol->before_forward(s->pol, &token, 1, false)) return -1;
+    if (s->slm && skv_slm_guide_run(s->slm, &token, 1, false)) return -1;
     skv_fwd_opts fo = { .logits = SKV_LOGITS_LAST, .attn = sess_attn, .attn_ctx = s, .n_layers = s->o.n_layers,
                         .head_rows = s->o.head_rows,
                         .attn_team = true };   /* one parallel region for the step (decode_layer) */
@@ -653,7 +720,7 @@ int skv_session_verify(skv_session *s, const int *tokens, int T) {
     s->in_verify = true;
     int rc = skv_forward(s->st, tokens, T, &fo);
     s->in_verify = false;
-    if (s->pol->spec_on && s->pol->spec_row(s->pol, -1)) rc = -1;
+    if (skv_session_drafting(s) && slm_attach(s, -1)) rc = -1;
     if (rc) { s->n_sel = s->n; return -1; }
     s->n += T;
     s->n_sel = s->n;
@@ -688,7 +755,7 @@ int skv_session_verify_batch(skv_session **ss, const int *tokens, const int *row
     for (int i = 0; i < n; i++) {
         skv_session *s = ss[i];
         s->in_verify = false;
-        if (s->pol->spec_on && s->pol->spec_row(s->pol, -1)) rc = -1;
+        if (skv_session_drafting(s) && slm_attach(s, -1)) rc = -1;
         if (!rc) s->n += rows[i];
         s->n_sel = s->n;
     }
@@ -711,12 +778,12 @@ int skv_session_verify_replay(skv_session *s, const skv_session *v, int keep) {
         const float *cap = v->vcap + (size_t)l * v->vcap_T * row;
         for (int t = 0; t < keep && !rc; t++) {
             s->n_sel = s->n + t;
-            if (s->pol->spec_on && s->pol->spec_row(s->pol, t)) { rc = -1; break; }
+            if (skv_session_drafting(s) && slm_attach(s, t)) { rc = -1; break; }
             const float *q = cap + t * row;
             rc = decode_layer(s, l, q, q + qs, q + qs + ks, s->n + t, s->st->att);
         }
     }
-    if (s->pol->spec_on && s->pol->spec_row(s->pol, -1)) rc = -1;
+    if (skv_session_drafting(s) && slm_attach(s, -1)) rc = -1;
     if (rc) { s->n_sel = s->n; return -1; }
     memcpy(s->st->logits, v->st->logits, (size_t)keep * c->vocab * sizeof(float));
     s->n += keep;
@@ -726,9 +793,9 @@ int skv_session_verify_replay(skv_session *s, const skv_session *v, int keep) {
 }
 
 bool skv_session_verify_ok(const skv_session *s) {
-    /* a policy that runs its companion before each token qualifies once that companion drafts
-     * (its rows for every verified position are then ready) */
-    return (!s->pol->before_forward || s->pol->spec_on) && !s->pol->after_step && !s->x_colsum && !s->o.n_layers &&
+    /* a session that runs an SLM before each token qualifies once that SLM drafts (its rows
+     * for every verified position are then ready) */
+    return (!s->slm || skv_session_drafting(s)) && !s->pol->after_step && !s->x_colsum && !s->o.n_layers &&
            !s->o.prefill_base;
 }
 
@@ -756,26 +823,13 @@ static int batch_ws(skv_batch **b, const skv_model *m, int n) {
     return *b ? 0 : -1;
 }
 
-/* The policies' own work before a batched step (policy.h before_forward), one batch per
- * policy kind that has one (before_step_batch), else one by one. */
-static int policies_before_step(skv_session **ss, const int *tokens, int n) {
-    bool done[n];
-    for (int i = 0; i < n; i++) done[i] = !ss[i]->pol->before_forward;
-    for (int i = 0; i < n; i++) {
-        if (done[i]) continue;
-        const skv_policy_desc *d = ss[i]->pol->desc;
-        if (!d->before_step_batch) {
-            if (ss[i]->pol->before_forward(ss[i]->pol, &tokens[i], 1, false)) return skv_error_prefix("batch entry %d", i);
-            done[i] = true;
-            continue;
-        }
-        skv_policy *ps[n];
-        int tk[n], np = 0;
-        for (int j = i; j < n; j++)
-            if (!done[j] && ss[j]->pol->desc == d) { ps[np] = ss[j]->pol; tk[np++] = tokens[j]; done[j] = true; }
-        if (d->before_step_batch(ps, tk, np)) return -1;
-    }
-    return 0;
+/* The SLMs of a batched step's sessions (slm_guide.h), batched where they can be. */
+static int slms_before_step(skv_session **ss, const int *tokens, int n) {
+    skv_slm_guide *gs[n];
+    int tk[n], ng = 0;
+    for (int i = 0; i < n; i++)
+        if (ss[i]->slm) { gs[ng] = ss[i]->slm; tk[ng++] = tokens[i]; }
+    return skv_slm_guide_step_batch(gs, tk, ng);
 }
 
 int skv_session_step_batch(skv_session **ss, const int *tokens, int n) {
@@ -809,7 +863,7 @@ int skv_session_step_batch(skv_session **ss, const int *tokens, int n) {
     if (nj == 0) return 0;
     /* the policies' own work first (SmallKV: the LLM's selection reads its SLM's attention of
      * this step) */
-    if (policies_before_step(join, tk, nj)) return -1;
+    if (slms_before_step(join, tk, nj)) return -1;
     skv_state *st[nj];
     skv_fwd_opts fo[nj];
     for (int i = 0; i < nj; i++) {
@@ -838,7 +892,7 @@ skv_session *skv_session_fork(const skv_session *s) {
     if (!f) return NULL;
     f->m = s->m;
     f->o = s->o;
-    f->n = s->n; f->n_sel = s->n_sel; f->restores = s->restores;
+    f->n = s->n; f->n_sel = s->n_sel; f->restores = s->restores; f->n_base = s->n_base;
     f->L_act = s->L_act;
     f->pol = skv_policy_fork(s->pol);
     if (!f->pol) goto fail;
@@ -848,6 +902,17 @@ skv_session *skv_session_fork(const skv_session *s) {
     memcpy(f->st->logits, s->st->logits, (size_t)c->vocab * sizeof(float));
     f->kv = skv_kvcache_clone(s->kv);
     if (!f->kv || alloc_buffers(f)) goto fail;
+    if (s->slm) {
+        if (s->slm->pending) {
+            /* a verify pass's fork (speculate.c): it reads the drafted rows, one of the two
+             * sessions is dropped right after, the survivor keeps the guide */
+            f->slm = s->slm;
+            f->slm->refs++;
+        } else if (!(f->slm = skv_slm_guide_fork(s->slm))) {
+            goto fail;
+        }
+        if (slm_attach(f, -1)) goto fail;
+    }
     return f;
 fail:
     skv_error_prefix("session fork");
@@ -873,7 +938,8 @@ skv_session *skv_session_derive(skv_session *b, const skv_session_opts *o) {
         skv_error("derive %s: observation window %d, the base kept %d", pname, obs_window(f), obs_window(b));
         goto fail;
     }
-    if (f->pol->derive && f->pol->derive(f->pol, b->pol)) goto fail;
+    /* the SLM's prefill, when the base ran it deep enough */
+    if (f->slm && skv_slm_guide_take(f->slm, b->slm)) goto fail;
     /* the LLM: the cold tier shared copy-on-write, activations at the end of the prefill */
     skv_kvcache_free(f->kv);
     if (!(f->kv = skv_kvcache_clone(b->kv))) goto fail;
@@ -890,7 +956,7 @@ skv_session *skv_session_derive(skv_session *b, const skv_session_opts *o) {
     if (f->q_last && b->q_last)
         for (int l = 0; l < L; l++) memcpy(f->q_last[l], b->q_last[l], (size_t)c->n_head * c->head_dim * sizeof(float));
     if (f->pol->before_compress && f->pol->before_compress(f->pol, f->pre_colsum, f->pre_stride, 0, f->n)) goto fail;
-    if (compress(f, 0)) goto fail;
+    if (compress(f, 0, NULL)) goto fail;   /* no ids: kvzip then fails and the caller prefills */
     return f;
 fail:
     skv_error_prefix("derive %s", pname);
@@ -919,13 +985,16 @@ void skv_session_mem_report(const skv_session *s, skv_session_mem *r) {
                 r->budget_tokens += lb < s->n ? lb : s->n;
             }
     }
-    if (s->pol->mem) {
+    if (s->pol->mem || s->slm) {
         skv_policy_mem pm = {0};
-        s->pol->mem(s->pol, &pm);
+        if (s->pol->mem) s->pol->mem(s->pol, &pm);
+        if (s->slm) skv_slm_guide_mem(s->slm, &pm);
         r->slm_weights = pm.model_bytes;
         r->slm_cache = pm.cache_bytes;
         r->slm_scores = pm.score_bytes;
         r->slm_seconds = pm.seconds;
+        r->pass_seconds = pm.pass_seconds;   /* kvzip's scoring passes */
+        r->pass_peak = pm.pass_peak_bytes;
         /* selection metadata lives with the hot tier: a budget comparison must pay for it */
         r->hot_meta = pm.hot_meta_bytes;
         r->hot_used += pm.hot_meta_bytes;
@@ -942,9 +1011,43 @@ void skv_session_mem_total(skv_session *const *ss, int n, skv_session_mem *r) {
         skv_session_mem_report(ss[i], &m);
         r->hot_used += m.hot_used; r->hot_cap += m.hot_cap; r->hot_meta += m.hot_meta;
         r->slm_cache += m.slm_cache; r->slm_scores += m.slm_scores; r->slm_seconds += m.slm_seconds;
+        r->pass_seconds += m.pass_seconds;   /* kvzip */
+        if (m.pass_peak > r->pass_peak) r->pass_peak = m.pass_peak;
         if (m.slm_weights > r->slm_weights) r->slm_weights = m.slm_weights;   /* one copy of the weights */
         r->hot_tokens += m.hot_tokens; r->budget_tokens += m.budget_tokens; r->full_equiv += m.full_equiv;
         if (nc < 256) cs[nc++] = ss[i]->kv;
     }
     r->cold_used = skv_kvcache_cold_unique(cs, nc);
+}
+
+/* ------------------------------------------------------------------ drafting with the SLM */
+
+bool skv_session_drafting(const skv_session *s) { return s->slm && s->slm->spec_kmax > 0; }
+
+int skv_session_draft_enable(skv_session *s, int kmax, int head_rows) {
+    if (!s->slm) return skv_error("policy %s runs no SLM to draft with", s->pol->name);
+    if (s->pol->head_map && !s->pol->head_map(s->pol))
+        return skv_error("%s: online head matching changes the policy mid-sequence; speculative decoding needs the "
+                         "mapping from a profile", s->pol->name);
+    if (skv_slm_guide_spec_enable(s->slm, kmax, s->pol->slm.draft_colsum, head_rows))
+        return skv_error_prefix("%s", s->pol->name);
+    return 0;
+}
+
+int skv_session_draft_batch(skv_session **ss, const int *first, const int *ks, int *const *drafts,
+                            int (*pick)(const float *logits, int pos, int i, void *user), void *const *users, int n) {
+    if (n < 1) return 0;
+    if (n > 64) return skv_error("skv_session_draft_batch: %d entries (at most 64)", n);
+    skv_slm_guide *gs[n];
+    for (int i = 0; i < n; i++) {
+        if (!skv_session_drafting(ss[i])) return skv_error("draft batch entry %d: its SLM does not draft", i);
+        gs[i] = ss[i]->slm;
+    }
+    return skv_slm_guide_draft_batch(gs, first, ks, drafts, pick, users, n);
+}
+
+int skv_session_draft_keep(skv_session *s, int keep) {
+    if (!skv_session_drafting(s)) return 0;
+    if (skv_slm_guide_spec_keep(s->slm, keep)) return -1;
+    return slm_attach(s, -1);
 }

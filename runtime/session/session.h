@@ -16,8 +16,9 @@
  * and the selection, then releases it (cold = 0 bytes between calls; the staging peak is
  * transient). A later prefill of such a policy attends over what the hot tier holds plus
  * the staged block. A policy that keeps everything (`full`) keeps everything hot.
- * Budget: a fraction of the current length (0 < budget <= 1) or an absolute token count
- * (budget_abs), per lane, in cost units (K+V token 1, V-only 1/2). */
+ * Budget: a fraction of the current length (0 < budget <= 1), of the prompt length at the
+ * first compression (budget_prompt), or an absolute token count (budget_abs), per lane, in
+ * cost units (K+V token 1, V-only 1/2). */
 #ifndef SKV_SESSION_H
 #define SKV_SESSION_H
 #include <stdbool.h>
@@ -26,12 +27,20 @@
 #include "runtime/engine/forward.h"
 #include "runtime/kv/kvcache.h"
 #include "runtime/policies/policy.h"
+#include "slm_guide.h"
 #include "kernels/cpu/compensate.h"
 
 typedef struct {
     skv_policy_spec pol;       /* the policy and its options (policy.h; default: full) */
     double budget;             /* fraction of the current length, or tokens when budget_abs */
     bool budget_abs;
+    bool per_head;             /* selection granularity: each attention (query) head keeps its
+                                  own set, the hot tier stores their union per KV head and each
+                                  head attends only to its own (a policy with
+                                  SKV_POLICY_PER_HEAD); false: one set per KV head */
+    bool budget_prompt;        /* budget base: a fraction of the prompt length at the first
+                                  compression, fixed from then on (H2O's generation code), instead
+                                  of the current length each step */
     bool kv_f16;               /* fp16 storage in both tiers (and the SLM cache) */
     int max_ctx;               /* longest sequence in tokens */
     int T_max;                 /* prefill block size (default 256) */
@@ -52,13 +61,11 @@ typedef struct {
 } skv_session_opts;
 
 void skv_session_opts_default(skv_session_opts *o);
-/* sessions as the sub-sequences policies run (policy.h; subseq.c): every session passes
- * this table to its policy */
-extern const skv_subseq_ops skv_session_subseq_ops;
 /* The one place that turns a policy and a model pair into session options (the public API
  * and the evaluation harness both build their sessions here): defaults, then pol at budget
  * for llm; a policy that needs the SLM gets slm, map and the profile's depth map_depth (0:
- * unknown), and is refused without an SLM, or without a mapping when its options need one.
+ * unknown), and is refused without an SLM, or without a mapping when its options need one,
+ * or with a budget outside (0, 1].
  * The caller sets the rest (cache type, lengths). -1 + error. */
 int skv_session_opts_for(skv_session_opts *o, const skv_policy_spec *pol, double budget, const skv_model *slm,
                          const int *map, int map_depth);
@@ -79,6 +86,8 @@ typedef struct {
     size_t full_equiv;           /* bytes the full cache would take at this length */
     double slm_seconds;          /* wall time in the policy's SLM so far (a batched SLM step is
                                     split evenly over its sessions) */
+    double pass_seconds;         /* kvzip: its scoring passes' wall time (extra prefill) */
+    size_t pass_peak;            /* kvzip: the most transient bytes one scoring pass held */
 } skv_session_mem;
 
 typedef struct skv_session skv_session;
@@ -88,7 +97,12 @@ struct skv_session {
     skv_state *st;             /* LLM activations; st->logits after prefill / step */
     skv_kvcache *kv;
     skv_policy *pol;
+    skv_slm_guide *slm;        /* the small model the policy scores with (its skv_slm_need), or
+                                  NULL: run before the LLM over every token, forked, derived and
+                                  reported with the session, and its drafter (shared with a
+                                  verify fork while drafted rows are pending) */
     int n;                     /* tokens in the sequence */
+    int n_base;                /* length at the first compression (budget_prompt's base; 0: none yet) */
     int n_sel;                 /* positions < n_sel were offered to select before */
     bool in_prefill;
     bool in_verify;            /* in skv_session_verify: a block of decode rows */
@@ -102,6 +116,9 @@ struct skv_session {
     int **sel_kv, **sel_v;     /* [Hkv] -> (max_ctx) */
     int *n_selkv, *n_selv;     /* [Hkv] */
     int *itmp; float *ftmp; unsigned char *mark;   /* (max_ctx) */
+    /* per_head: per lane (Hkv) -> (g, max_ctx): the heads' kept positions (select's
+     * head_keep), and which hot K+V slot each head attends (the kernels' head_mask) */
+    unsigned char *head_keep, *head_mask;
     float *probs, *scr, *pm, *w;                   /* attention scratch */
     double *lane_budget;       /* [Hkv] */
     int restores;              /* rows promoted from the cold tier so far (not appends) */
@@ -141,8 +158,7 @@ int skv_session_dump_kept(const skv_session *s, FILE *f);
 int skv_session_step(skv_session *s, int token);
 /* Several sessions, one token each, decoded together: the LLM's matrix products run once
  * for all n rows (skv_forward_batch), attention per session through its own cache and
- * policy; the policies' own work before the step is batched too (skv_policy_desc's
- * before_step_batch: SmallKV's SLMs). Sessions that cannot join (empty ones, which
+ * policy; the sessions' SLMs step batched too (skv_slm_guide_step_batch). Sessions that cannot join (empty ones, which
  * prefill; a different model or depth) step on their own. Workspaces are kept in ss[0]
  * (reused while the same session leads the batch). Same results as skv_session_step one
  * by one, up to the matmul path note in forward.h. -1 + error naming the entry; after an
@@ -150,19 +166,20 @@ int skv_session_step(skv_session *s, int token);
 int skv_session_step_batch(skv_session **ss, const int *tokens, int n);
 /* A new session with options o that continues from the exact prefill of base (a
  * prefill_base session, prefilled once): it shares base's cold tier copy-on-write, copies
- * the statistics its policy reads, lets its policy take over what base's policy prepared
- * (policy.h, derive: SmallKV's SLM state to its depth), then compresses exactly as its own
+ * the statistics its policy reads, takes over base's SLM run (to its own depth, when its
+ * policy needs one), then compresses exactly as its own
  * prefill of the same tokens would. One exact prefill thus serves every policy and budget.
  * Refused (NULL + error) when the result could differ from a prefill of its own: another
- * model, max_ctx or cache type, another observation window, n_layers, or what the policy's
- * derive refuses (SmallKV: an SLM deeper or other than base's, a compressed SLM). */
+ * model, max_ctx or cache type, another observation window, n_layers, or an SLM deeper or
+ * other than base's, or a compressed one. */
 skv_session *skv_session_derive(skv_session *base, const skv_session_opts *o);
 /* Speculative decoding (runtime/api/speculate.c). verify: append T tokens (1 <= T <= T_max)
  * in one forward pass whose every row is exactly the decode step it stands for (per layer,
  * row by row: the policy's selection at that length, the decode attention, on_step; matrix
  * products below the GEMM threshold, else refused), logits of all T rows in s->st->logits
- * (T, vocab). Refused (verify_ok false) for a policy that runs work of its own before or
- * after each step (SmallKV's SLM): that work is per token across all layers. truncate:
+ * (T, vocab). Refused (verify_ok false) for a session that runs work of its own before or
+ * after each step (an SLM that does not draft, online matching): that work is per token
+ * across all layers. truncate:
  * forget positions >= n (n >= 1), as if they had never been stepped; only for a policy that
  * keeps every token (full: its cache only appends), others roll back through a fork. -1 +
  * error; after a verify error the session is in an undefined state (free it). */
@@ -186,6 +203,21 @@ int skv_session_verify_batch(skv_session **ss, const int *tokens, const int *row
 int skv_session_verify_replay(skv_session *s, const skv_session *v, int keep);
 int skv_session_truncate(skv_session *s, int n);
 bool skv_session_verify_ok(const skv_session *s);
+/* Speculative decoding with the session's SLM as the drafter (it already runs over every
+ * token, so its pass drafts at no extra cost; slm_guide.h). enable: before the first token,
+ * drafts of up to kmax tokens a round from the logits of token ids < head_rows (0: all);
+ * refused without an SLM, with a compressed one, or while online head matching is pending.
+ * draft_batch: for each of n <= 64 drafting sessions of one SLM, the SLM steps over first[i]
+ * (the LLM's token at its length) then greedily over its own proposals, ks[i] + 1 steps,
+ * each step's rows kept for the verify pass (skv_session_verify reads row t at position
+ * n + t), proposals into drafts[i][0..ks[i]) (pick's choice when set, else argmax).
+ * keep: the verify kept the first keep rows; the SLM forgets the others (no-op for a
+ * session that does not draft). -1 + error. */
+bool skv_session_drafting(const skv_session *s);
+int skv_session_draft_enable(skv_session *s, int kmax, int head_rows);
+int skv_session_draft_batch(skv_session **ss, const int *first, const int *ks, int *const *drafts,
+                            int (*pick)(const float *logits, int pos, int i, void *user), void *const *users, int n);
+int skv_session_draft_keep(skv_session *s, int keep);
 /* The most rows skv_session_verify takes for s (its model's GEMM threshold - 1, at most T_max). */
 int skv_session_verify_max(const skv_session *s);
 /* Deep copy that continues identically. NULL + error. */

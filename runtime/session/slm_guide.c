@@ -1,36 +1,53 @@
-/* smallkv_slm.c: SmallKV's SLM guide (smallkv.h): the small model run over the same tokens
- * as the LLM, before it, to its early-stop depth, keeping per layer the attention column
- * sums over its whole history and this step's row, which the selection reads. Plain: a
- * forward state with its own full contiguous cache. Compressed (slm_budget < 1): a session
- * of its own under H2O, exporting every attention row it computes. Drafting (speculative
- * decoding): the plain guide runs every layer, proposes tokens from its logits and keeps
- * each drafted step's rows apart until the verify pass says which to keep. */
-#include "smallkv.h"
+/* slm_guide.c: the session's companion model (slm_guide.h): SmallKV's SLM run over the same
+ * tokens as the LLM, before it, to its early-stop depth, its attention column sums and this
+ * step's row kept for the policy's selection. Plain: a forward state with its own full
+ * contiguous cache. Compressed (slm_budget < 1): a session of its own under H2O, exporting
+ * every attention row it computes. Drafting (speculative decoding): the plain guide runs
+ * every layer, proposes tokens from its logits and keeps each drafted step's rows apart
+ * until the verify pass says which to keep. */
+#include "slm_guide.h"
+#include "session.h"
 #include "kernels/cpu/ops.h"
 #include "common/util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-skv_slm_guide *skv_slm_guide_new(const skv_model *slm, int depth, int max_ctx, int T_max, bool kv_f16,
-                                 double compress, bool as_session, int sinks, int reduce, const skv_subseq_ops *sub) {
+/* the SLM as a session of its own: its cache H2O-compressed to budget (1 keeps everything),
+ * exporting every attention row into the guide's rows */
+static skv_session *slm_session_open(const skv_slm_guide *g, const skv_slm_need *need, double budget, int T_max,
+                                     bool kv_f16) {
+    skv_session_opts so;
+    skv_session_opts_default(&so);
+    char spec[96];
+    snprintf(spec, sizeof spec, "h2o:sinks=%d:reduce=%s", need->sinks, skv_reduce_names[need->reduce]);
+    if (skv_policy_spec_parse(spec, &so.pol)) return NULL;
+    so.budget = budget;
+    so.kv_f16 = kv_f16;
+    so.max_ctx = g->max_ctx;
+    so.T_max = T_max;
+    so.n_layers = g->depth;
+    skv_session *s = skv_session_new(g->m, &so);
+    if (s) skv_session_export(s, g->colsum, g->lastrow, g->max_ctx);
+    return s;
+}
+
+skv_slm_guide *skv_slm_guide_new(const skv_model *slm, const skv_slm_need *need, int max_ctx, int T_max, bool kv_f16) {
     skv_slm_guide *g = skv_calloc(1, sizeof *g, "SLM guide");
     if (!g) return NULL;
     g->m = slm;
-    g->depth = depth;
-    g->run_layers = depth;
+    g->depth = need->depth;
+    g->run_layers = need->depth;
     g->max_ctx = max_ctx;
     g->refs = 1;
     const size_t rows = (size_t)slm->cfg.n_head * max_ctx;
-    g->colsum = skv_rows_new(depth, rows, "SLM column sums");
-    g->lastrow = skv_rows_new(depth, rows, "SLM last rows");
+    g->colsum = skv_rows_new(g->depth, rows, "SLM column sums");
+    g->lastrow = skv_rows_new(g->depth, rows, "SLM last rows");
     if (!g->colsum || !g->lastrow) goto fail;
-    g->sub = sub;
-    if ((compress > 0 && compress < 1) || as_session) {
-        /* the SLM's cache compressed by H2O: the SLM runs as a sub-sequence of its own */
-        if (!sub) { skv_error("SLM guide: a compressed SLM cache needs the session layer's sub-sequences"); goto fail; }
-        if (!(g->sess = sub->open(slm, compress > 0 && compress < 1 ? compress : 1.0, sinks, reduce, depth, max_ctx, T_max,
-                                  kv_f16, g->colsum, g->lastrow, max_ctx))) {
+    const bool compressed = need->compress > 0 && need->compress < 1;
+    if (compressed || need->as_session) {
+        /* the SLM's cache compressed by H2O: the SLM runs as a session of its own */
+        if (!(g->sess = slm_session_open(g, need, compressed ? need->compress : 1.0, T_max, kv_f16))) {
             skv_error_prefix("SLM session");
             goto fail;
         }
@@ -41,6 +58,17 @@ skv_slm_guide *skv_slm_guide_new(const skv_model *slm, int depth, int max_ctx, i
 fail:
     skv_slm_guide_free(g);
     return NULL;
+}
+
+skv_slm_view skv_slm_guide_view(const skv_slm_guide *g, int t) {
+    skv_slm_view v = {.map = NULL, .slm_heads = g->m->cfg.n_head, .slm_layers = g->depth,
+                      .colsum = (const float *const *)g->colsum, .lastrow = (const float *const *)g->lastrow,
+                      .stride = g->max_ctx};
+    if (t >= 0 && t < g->pending) {
+        v.lastrow = (const float *const *)g->lr_set[t];
+        if (g->spec_colsum) v.colsum = (const float *const *)g->cs_set[t];
+    }
+    return v;
 }
 
 static int spec_enable_at(skv_slm_guide *g, int kmax, bool colsum);
@@ -59,7 +87,7 @@ void skv_slm_guide_free(skv_slm_guide *g) {
     if (!g || --g->refs > 0) return;
     spec_sets_free(g);
     skv_state_free(g->st);
-    if (g->sess) g->sub->free(g->sess);
+    skv_session_free(g->sess);
     skv_rows_free(g->colsum, g->depth);
     skv_rows_free(g->lastrow, g->depth);
     skv_batch_free(g->bws);
@@ -78,7 +106,8 @@ static void row_ptrs(const skv_slm_guide *g, float **rows, float **cs, float **l
 
 static int run(skv_slm_guide *g, const int *tokens, int T, bool prefill) {
     if (g->sess) {
-        return g->sub->run(g->sess, tokens, T, prefill) ? skv_error_prefix("SLM") : 0;
+        const int rc = prefill ? skv_session_prefill(g->sess, tokens, T) : skv_session_step(g->sess, tokens[0]);
+        return rc ? skv_error_prefix("SLM") : 0;
     }
     float *cs[g->m->cfg.n_layer], *lr[g->m->cfg.n_layer];
     row_ptrs(g, g->lastrow, cs, lr);
@@ -116,13 +145,12 @@ int skv_slm_guide_step_batch(skv_slm_guide **gs, const int *tokens, int n) {
     const double t0 = skv_now();
     skv_state *st[n];
     skv_slm_guide *one[n];
-    skv_subseq *sub[n];
+    skv_session *sub[n];
     skv_fwd_opts fo[n];
     int tk[n], tk2[n], ns = 0, nb = 0;
-    const skv_subseq_ops *bsub = NULL;
     for (int i = 0; i < n; i++) {
         skv_slm_guide *g = gs[i];
-        if (g->sess) { bsub = g->sub; sub[nb] = g->sess; tk2[nb++] = tokens[i]; continue; }
+        if (g->sess) { sub[nb] = g->sess; tk2[nb++] = tokens[i]; continue; }
         if (g->spec_kmax || (ns > 0 && (g->m != st[0]->m || g->depth != fo[0].n_layers))) {
             if (run(g, &tokens[i], 1, false)) return skv_error_prefix("batch entry %d", i);
             continue;
@@ -138,7 +166,7 @@ int skv_slm_guide_step_batch(skv_slm_guide **gs, const int *tokens, int n) {
         if (batch_ws(&gs[0]->bws, st[0]->m, ns)) return -1;
         if (skv_forward_batch(gs[0]->bws, st, tk, ns, fo)) return skv_error_prefix("SLM");
     }
-    if (nb > 0 && bsub->step_batch(sub, tk2, nb)) return skv_error_prefix("SLM");
+    if (nb > 0 && skv_session_step_batch(sub, tk2, nb)) return skv_error_prefix("SLM");
     const double dt = (skv_now() - t0) / n;   /* a batched step's time split evenly */
     for (int i = 0; i < n; i++) gs[i]->seconds += dt;
     return 0;
@@ -160,9 +188,9 @@ skv_slm_guide *skv_slm_guide_fork(const skv_slm_guide *g) {
     f->colsum = skv_rows_copy(g->colsum, g->depth, rows, "SLM column sums");
     f->lastrow = skv_rows_copy(g->lastrow, g->depth, rows, "SLM last rows");
     if (!f->colsum || !f->lastrow) goto fail;
-    f->sub = g->sub;
     if (g->sess) {
-        if (!(f->sess = g->sub->fork(g->sess, f->colsum, f->lastrow, g->max_ctx))) goto fail;
+        if (!(f->sess = skv_session_fork(g->sess))) goto fail;
+        skv_session_export(f->sess, f->colsum, f->lastrow, g->max_ctx);
     } else {
         if (!(f->st = skv_state_new(g->m, g->st->S_cap, g->st->T_max, g->st->kv_f16))) goto fail;
         f->st->n_past = g->st->n_past;
@@ -202,7 +230,9 @@ void skv_slm_guide_mem(const skv_slm_guide *g, skv_policy_mem *m) {
     const skv_config *sc = &g->m->cfg;
     m->model_bytes = g->m->weight_bytes + g->m->pack_bytes;   /* + its decode copies */
     if (g->sess) {
-        m->cache_bytes = g->sub->cache_bytes(g->sess);
+        skv_session_mem r;
+        skv_session_mem_report(g->sess, &r);
+        m->cache_bytes = r.hot_used + r.cold_used;
     } else {
         const size_t esz = g->st->kv_f16 ? 2 : 4;
         m->cache_bytes = (size_t)g->run_layers * sc->n_kv_head * (size_t)g->st->n_past * 2 * sc->head_dim * esz;

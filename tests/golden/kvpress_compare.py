@@ -40,6 +40,18 @@ cache is left full; each press's compressed cache is then the full one gathered 
 exactly as forward_hook writes it. That this equals kvpress's own `with press(model):` path is
 checked on the fidelity document (kept indices and compressed keys, every press).
 
+KVzip (--kvzip: only this comparison; kvzip_main below): our kvzip against kvpress's own
+KVzipPress code (its context-reconstruction pass, _perform_kvzip_compression, run on the same
+prefilled cache), on the fidelity document at the same budget in pairs:
+  kvzip             kvzip (level=global, 4 sinks, chunk 2048)   KVzipPress(n_sink=4) with its
+                                                                 prefix_length set to 4
+  kvzip-layer       kvzip:level=layer                           KVzipPress(layerwise=True)
+  kvzip-chunk128    kvzip:chunk=128 (context scored in chunks)  KVzipPress(chunk_size=128)
+prefix_length is what kvpress neither scores nor lets be sinks of the scoring softmax (its chat
+template's prefix): 4 makes the never-evicted part the same 4 positions as our sinks. Kept sets
+(Jaccard per lane; lanes keep different counts, so the counts are compared too) and fidelity KL
+(kvpress: its own masking of the evicted keys, kvpress.attention_patch) are reported.
+
 Run (1.5B, one CPU thread each: about 13 min for our three eval runs, 13 for kvpress's side;
 models/ as for the tests):
   python3 -m venv /work/pyenv && /work/pyenv/bin/pip install kvpress transformers torch gguf numpy
@@ -57,7 +69,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
-from kvpress import SnapKVPress, StreamingLLMPress
+from kvpress import KVzipPress, SnapKVPress, StreamingLLMPress
 from kvpress.utils import compute_n_kept, extract_keys_and_values
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -323,10 +335,13 @@ def main():
     ap.add_argument("--tokens", type=int, default=1024)
     ap.add_argument("--prefill", type=int, default=512)
     ap.add_argument("--json", help="write every number here as JSON")
+    ap.add_argument("--kvzip", action="store_true", help="only the KVzip comparison (kvzip_main)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     hf_logging.disable_progress_bar()
     torch.manual_seed(0)
+    if args.kvzip:
+        return kvzip_main(args)
     run_ours(args)
 
     t0 = time.time()
@@ -442,6 +457,186 @@ def main():
     print_ladder(fid["ladder"])
     print(f"fidelity done in {time.time() - t:.0f} s", flush=True)
     out["fidelity"] = fid
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+# ------------------------------------------------------------------ KVzip
+
+KVZIP_SINKS = 4
+# name -> (our spec, predicate on our dump's label, kvpress press factory given (n, Hkv, L, B))
+KVZIP_CONFIGS = {
+    "kvzip": ("kvzip", lambda lab: lab == "kvzip",
+              lambda n, hkv, L, B: KVzipPress(compression_ratio=kvzip_ratio(math.floor(B * hkv * L + 1e-9), n * hkv * L),
+                                              n_sink=KVZIP_SINKS)),
+    "kvzip-layer": ("kvzip:level=layer", lambda lab: "layer" in lab,
+                    lambda n, hkv, L, B: KVzipPress(compression_ratio=kvzip_ratio(math.floor(B * hkv + 1e-9), n * hkv),
+                                                    n_sink=KVZIP_SINKS, layerwise=True)),
+    "kvzip-chunk128": ("kvzip:chunk=128", lambda lab: "chunk=128" in lab,
+                       lambda n, hkv, L, B: KVzipPress(compression_ratio=kvzip_ratio(math.floor(B * hkv * L + 1e-9),
+                                                                                     n * hkv * L),
+                                                       n_sink=KVZIP_SINKS, chunk_size=128)),
+}
+
+
+def kvzip_ratio(keep, numel):
+    """compression_ratio whose int(numel * ratio) pruned pairs leave exactly `keep` (ours: floor(B x lanes))"""
+    cr = (numel - keep + 0.5) / numel
+    assert numel - int(numel * cr) == keep
+    return cr
+
+
+def kvzip_suffix(tok):
+    """KVzipPress.__call__'s suffix: what the chat template puts after the user message"""
+    if tok.chat_template is None:
+        return "\n"
+    dummy = "dummy context"
+    sep = "\n" + "#" * len(dummy)
+    text = tok.apply_chat_template([{"role": "user", "content": dummy + sep}], add_generation_prompt=True,
+                                   tokenize=False, enable_thinking=False)
+    return text.split(sep)[1]
+
+
+def set_masks(model, masks):
+    for l, layer in enumerate(model.model.layers):
+        layer.self_attn.masked_key_indices = masks[l] if masks else None
+
+
+def kvpress_kvzip(model, tok, ids, press):
+    """KVzipPress's own scoring and compression (KVzipPress.__call__ after its yield) on the
+    prefilled cache of ids, the prefix being the 4 sinks -> (cache, kept {(l, h): [pos]}, scores
+    (L, Hkv, n), masks per layer, seconds of the reconstruction pass)"""
+    cache = DynamicCache()
+    set_masks(model, None)
+    with torch.no_grad():
+        model.model(input_ids=torch.tensor([ids]), past_key_values=cache)
+    press.post_init_from_model(model)
+    press._context_ids = torch.tensor([ids])
+    press._cache = cache
+    press.prefix_length = KVZIP_SINKS
+    press._suffix_ids = tok.encode(kvzip_suffix(tok), return_tensors="pt", add_special_tokens=False)
+    for layer in model.model.layers:
+        layer.self_attn.rotary_emb = model.model.rotary_emb
+    t = time.time()
+    with torch.no_grad():
+        press._perform_kvzip_compression(model, tok)
+    secs = time.time() - t
+    scores = press.score_val[:, 0].float().clone()
+    press._reset_internal_parameters()
+    n, hkv = len(ids), model.config.num_key_value_heads
+    kept, masks = {}, []
+    for l, layer in enumerate(model.model.layers):
+        mk = layer.self_attn.masked_key_indices
+        masks.append(mk)
+        keep = torch.ones(hkv, n, dtype=torch.bool)
+        keep[mk[1], mk[2]] = False
+        for j in range(hkv):
+            kept[(l, j)] = keep[j].nonzero().flatten().tolist()
+    assert cache.get_seq_length() == n, "the reconstruction tokens' KV stayed in kvpress's cache"
+    return cache, kept, scores, masks, secs
+
+
+def compare_kvzip(ours, theirs, scores, global_scope):
+    """per-lane Jaccard of two non-uniform kept sets; each position kept by one side only is
+    measured by kvpress's score there against kvpress's threshold (the lowest kept score over
+    the scope the budget is shared in: all lanes, or the layer)"""
+    js, same, gaps, dcount = [], 0, [], []
+    L = scores.shape[0]
+    thr_layer = {}
+    for l in range(L):
+        vals = [scores[l, h, p].item() for (ll, h), pos in theirs.items() if ll == l for p in pos]
+        thr_layer[l] = min(vals)
+    thr_all = min(thr_layer.values())
+    for key in sorted(ours):
+        l, h = key
+        a, b = ours[key], theirs[key]
+        js.append(jaccard(a, b))
+        same += a == b
+        dcount.append(len(a) - len(b))
+        thr = thr_all if global_scope else thr_layer[l]
+        gaps += [abs(scores[l, h, p].item() - thr) / max(abs(thr), 1e-30) for p in set(a) ^ set(b)
+                 if p >= KVZIP_SINKS]
+    na = [len(ours[k]) for k in sorted(ours)]
+    nb = [len(theirs[k]) for k in sorted(ours)]
+    ma, mb = sum(na) / len(na), sum(nb) / len(nb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(na, nb))
+    var = math.sqrt(sum((x - ma) ** 2 for x in na) * sum((y - mb) ** 2 for y in nb))
+    return {"jaccard_mean": sum(js) / len(js), "jaccard_min": min(js), "lanes_identical": same, "lanes": len(js),
+            "kept_ours": sum(na), "kept_kvpress": sum(nb), "lane_count_corr": cov / var if var else 1.0,
+            "lane_count_absdiff_mean": sum(abs(x) for x in dcount) / len(dcount),
+            "positions_differing": len(gaps), "differing_gap_median": sorted(gaps)[len(gaps) // 2] if gaps else 0.0,
+            "differing_gap_max": max(gaps) if gaps else 0.0,
+            "jaccard_per_layer": [round(sum(js[l * (len(js) // L):(l + 1) * (len(js) // L)]) / (len(js) // L), 4)
+                                  for l in range(L)]}
+
+
+def kvzip_main(args):
+    os.makedirs(args.work, exist_ok=True)
+    kept_path, rec_path = os.path.join(args.work, "kvzip.kept"), os.path.join(args.work, "kvzip.json")
+    if not (os.path.exists(kept_path) and os.path.exists(rec_path)):
+        for p in (kept_path, rec_path):
+            if os.path.exists(p):
+                os.remove(p)
+        cmd = ["nice", "-n", "19", args.smallkv, "eval", "fidelity", "--corpora", "wikitext2", "--tokens",
+               str(args.tokens), "--prefill", str(args.prefill), "--limit", "1",
+               "--policies", "full," + ",".join(c[0] for c in KVZIP_CONFIGS.values()),
+               "--llm", os.path.join(args.models, args.gguf), "--budgets", str(BUDGET), "--kv", "f32",
+               "--threads", "1", "--data", args.data, "-o", rec_path]
+        print("ours:", " ".join(cmd), flush=True)
+        t = time.time()
+        subprocess.run(cmd, check=True, env=dict(os.environ, OMP_NUM_THREADS="1", SKV_DUMP_KEPT=kept_path))
+        print(f"ours done in {time.time() - t:.0f} s", flush=True)
+    t0 = time.time()
+    tok = AutoTokenizer.from_pretrained(args.models, gguf_file=args.gguf)
+    model = AutoModelForCausalLM.from_pretrained(args.models, gguf_file=args.gguf, dtype=torch.float32,
+                                                 attn_implementation="sdpa")
+    model.eval()
+    cfg = model.config
+    L, hkv = cfg.num_hidden_layers, cfg.num_key_value_heads
+    print(f"kvpress {version('kvpress')}, transformers {version('transformers')}, torch {torch.__version__}, "
+          f"model {args.gguf} loaded in {time.time() - t0:.0f} s", flush=True)
+    units = parse_dump(kept_path)
+    P, N = len(units[0]["tokens"]), args.tokens
+    with open(os.path.join(args.data, "wikitext2", "wiki.test.raw"), "rb") as f:
+        raw = f.read(N * 8 + 4096)   # eval/data.c skv_eval_document: the same prefix, no BOS
+    doc = tok(raw.decode("utf-8", errors="ignore"), add_special_tokens=False)["input_ids"][:N]
+    assert all(u["tokens"] == doc[:P] for u in units), "document ids differ from the ones our eval prefilled"
+    B = BUDGET * P   # our session's mean lane budget at length P (not floored: level=global shares B x lanes)
+    recs = records(rec_path)
+    set_masks(model, None)
+    cache = DynamicCache()
+    with torch.no_grad():
+        model.model(input_ids=torch.tensor([doc[:P]]), past_key_values=cache)
+    ref = block_logprobs(model, cache, doc[P:N - 1], P)
+    out = {"model": args.gguf, "budget": BUDGET, "n_prefill": P, "tokens": N, "steps": N - 1 - P,
+           "versions": {k: version(k) for k in ("kvpress", "transformers", "torch")}, "configs": {}}
+    for name, (spec, pred, factory) in KVZIP_CONFIGS.items():
+        blk = next(b for u in units for b in u["blocks"] if pred(b["label"]))
+        assert blk["n"] == P
+        press = factory(P, hkv, L, B)
+        t = time.time()
+        kcache, kept, scores, masks, secs = kvpress_kvzip(model, tok, doc[:P], press)
+        set_masks(model, masks)
+        lp = block_logprobs(model, kcache, doc[P:N - 1], P)
+        set_masks(model, None)
+        kl = (ref.exp() * (ref - lp)).sum(-1)
+        top1 = (ref.argmax(-1) == lp.argmax(-1)).double().mean().item()
+        c = compare_kvzip(blk["kept"], kept, scores, name != "kvzip-layer")
+        rec = next((r for r in recs if r["policy"] == blk["label"]), None)
+        mo = rec["metrics"] if rec else {}
+        c.update({"label_ours": blk["label"], "kl_mean_kvpress": kl.mean().item(),
+                  "kl_p95_kvpress": kl.quantile(0.95).item(), "top1_kvpress": top1,
+                  "kvpress_pass_seconds": secs, "metrics_ours": mo,
+                  "memory_ours": rec.get("memory") if rec else None})
+        out["configs"][name] = c
+        print(f"{name:15s} J={c['jaccard_mean']:.3f} (min {c['jaccard_min']:.3f}, identical lanes "
+              f"{c['lanes_identical']}/{c['lanes']}; kept {c['kept_ours']} vs {c['kept_kvpress']}, lane counts corr "
+              f"{c['lane_count_corr']:.3f}, mean |diff| {c['lane_count_absdiff_mean']:.2f}; {c['positions_differing']} "
+              f"positions differ, gap median {c['differing_gap_median']:.2g} max {c['differing_gap_max']:.2g}) "
+              f"KL kvpress {c['kl_mean_kvpress']:.4f} ours {mo.get('kl_mean', float('nan')):.4f}; top-1 kvpress "
+              f"{top1:.3f} ours {mo.get('top1', float('nan'))}; kvpress pass {secs:.1f} s ({time.time() - t:.0f} s)",
+              flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
