@@ -198,13 +198,15 @@ eval-bbh-retrieval: $(SKV) | data
 # published (score=acc, with the 2:1:2 split and with split=small) and this project's
 # score=now, Quest and the oracle, one token set per KV head; then H2O and SmallKV selecting
 # per attention head (each query head its own set, the union stored), as the paper and
-# H2O's code do. Many hours on 2 cores; resumable; run it from a clean commit.
+# H2O's code do. --max-new 512: as a chat turn the Instruct model's reasoning runs longer
+# than the plain few-shot answers (at 256 tokens the full cache finished 1 of 6 probe
+# problems). Many hours on 2 cores; resumable; run it from a clean commit.
 PAPER_POLICIES ?= full,h2o,pyramidinfer,smallkv:score=acc,smallkv:score=acc:split=small,smallkv,quest,oracle
 PAPER_HEAD_POLICIES ?= h2o,smallkv:score=acc,smallkv:score=acc:split=small,smallkv
 PAPER_BUDGETS  ?= 0.05,0.1,0.2
 comma := ,
 BBH_ALL = $(subst $(eval) ,$(comma),$(sort $(basename $(notdir $(wildcard data/bbh/bbh/*.json)))))
-PAPER_EVAL = $(QEVAL_PACKED) --chat --budget-base prompt --budgets $(PAPER_BUDGETS)
+PAPER_EVAL = $(QEVAL_PACKED) --chat --budget-base prompt --max-new 512 --budgets $(PAPER_BUDGETS)
 eval-paper: $(SKV) | data
 	@mkdir -p results
 	$(PAPER_EVAL) --policies $(PAPER_POLICIES) gsm8k --limit 200 -o results/qwen-paper-gsm8k.json
