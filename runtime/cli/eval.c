@@ -219,17 +219,12 @@ static double cell_budget(const skv_eval_pol *p, double budget) {
 }
 
 static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n) {
-    snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s", c->task, unit, p->label,
+    /* the settings' defaults add nothing, so keys of earlier records stay as they were */
+    const bool compresses = !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL);
+    snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s%s%s%s", c->task, unit, p->label,
              cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) || c->draft ? c->fp_slm.weight_hash : "-",
-             uses_profile(c, p) ? c->prof_sha : "-", c->kv);
-    /* keys of the default budget base stay those of earlier records */
-    const size_t l = strlen(key);
-    if (c->ctx.budget_prompt && !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && l < n)
-        snprintf(key + l, n - l, "|base=prompt");
-    const size_t l2 = strlen(key);
-    if (c->chat && l2 < n) snprintf(key + l2, n - l2, "|chat");
-    const size_t l3 = strlen(key);
-    if (c->ctx.per_head && !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && l3 < n) snprintf(key + l3, n - l3, "|gran=head");
+             uses_profile(c, p) ? c->prof_sha : "-", c->kv, compresses && c->ctx.budget_prompt ? "|base=prompt" : "",
+             c->chat ? "|chat" : "", compresses && c->ctx.per_head ? "|gran=head" : "");
 }
 
 /* the policy's options by name, from its table */

@@ -63,6 +63,16 @@ int skv_budget_tokens(double budget, int n) {
     return (int)b;
 }
 
+void skv_select_keep_hot(skv_select_io *io) {
+    const int nh = io->cache->n_kv[io->lane];
+    memcpy(io->kv_pos, skv_kvcache_hot_pos_kv(io->cache, io->layer, io->kvh), (size_t)nh * sizeof(int));
+    int nk = nh;
+    for (int k = io->n0 > 0 ? io->n0 : 0; k < io->n; k++) io->kv_pos[nk++] = k;
+    io->n_kv = nk;
+    io->n_v = 0;
+    skv_sort_ints(io->kv_pos, nk);
+}
+
 void skv_select_all(skv_select_io *io) {
     for (int i = 0; i < io->n; i++) io->kv_pos[i] = i;
     io->n_kv = io->n;

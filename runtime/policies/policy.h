@@ -295,6 +295,9 @@ extern const char *const skv_reduce_names[];   /* "sum", "mean", "max" */
 
 /* Tokens of K+V affordable with a budget: floor(budget), at least 1, at most n. */
 int skv_budget_tokens(double budget, int n);
+/* Keep what the hot tier holds as K+V (every position before n0) plus every new position
+ * (n0 .. n-1): a policy that compresses its prefill once and then appends. */
+void skv_select_keep_hot(skv_select_io *io);
 /* Keep everything as K+V (positions 0..n-1). */
 void skv_select_all(skv_select_io *io);
 /* The standard score selection: K+V for sinks + the last `recent` positions + the top

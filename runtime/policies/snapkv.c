@@ -60,14 +60,7 @@ static int snap_select(skv_policy *p, skv_select_io *io) {
     for (int k = s->filled[io->lane]; k < io->n; k++) sc[k] = INFINITY;
     if (s->filled[io->lane] < io->n) s->filled[io->lane] = io->n;
     if (o->decode == SKV_SNAP_KEEP && !s->fresh[io->lane]) {
-        /* decoding: what the hot set holds (all before n0) plus every new position */
-        const int nh = io->cache->n_kv[io->lane];
-        memcpy(io->kv_pos, skv_kvcache_hot_pos_kv(io->cache, io->layer, io->kvh), (size_t)nh * sizeof(int));
-        int nk = nh;
-        for (int k = io->n0 > 0 ? io->n0 : 0; k < io->n; k++) io->kv_pos[nk++] = k;
-        io->n_kv = nk;
-        io->n_v = 0;
-        skv_sort_ints(io->kv_pos, nk);
+        skv_select_keep_hot(io);   /* decoding appends */
         return 0;
     }
     s->fresh[io->lane] = 0;
