@@ -11,6 +11,8 @@ typedef struct {
     int pos0;            /* position of the first query row */
     int S_cap;           /* stride (in tokens) of each KV head's cache */
     bool kv_f16;         /* cache element type: fp16 (true) or fp32 */
+    int k_bits, v_bits;  /* 0: K (V) rows as kv_f16 says; 8 / 4: rows of quantised groups
+                            (kernels/cpu/kvquant.h), the CPU kernels only (attention_q.c) */
     float *colsum;       /* optional (H, S_cap), accumulated */
     float *lastrow;      /* optional (H, S_cap), overwritten for k < pos0 + T */
     /* skv_attention_team at T = 1 only, else NULL: this token's rotated key and value

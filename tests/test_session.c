@@ -701,13 +701,21 @@ static void test_slm_budget(void **st) {
     int *map = test_identity_map(tiny);
     skv_session_opts o;
     skv_session_opts_default(&o);
-    assert_int_equal(skv_policy_spec_parse("smallkv", &o.pol), 0);
+    /* score=acc: the selection reads the column sums, which every guide then keeps */
+    assert_int_equal(skv_policy_spec_parse("smallkv:score=acc", &o.pol), 0);
     o.budget = 0.3; o.max_ctx = 256; o.T_max = 32; o.slm = tiny; o.map = map;
     skv_session *a = skv_session_new(tiny, &o);
-    assert_int_equal(skv_policy_spec_parse("smallkv:slm_session", &o.pol), 0);   /* budget 1.0 through the SLM session */
+    assert_int_equal(skv_policy_spec_parse("smallkv:score=acc:slm_session", &o.pol), 0);   /* budget 1.0 through the SLM session */
     skv_session *b = skv_session_new(tiny, &o);
-    assert_int_equal(skv_policy_spec_parse("smallkv:slm_budget=0.4", &o.pol), 0);
+    assert_int_equal(skv_policy_spec_parse("smallkv:score=acc:slm_budget=0.4", &o.pol), 0);
     skv_session *c = skv_session_new(tiny, &o);
+    /* score=now with a full SLM cache reads this step's rows only: no column sums kept */
+    assert_int_equal(skv_policy_spec_parse("smallkv", &o.pol), 0);
+    skv_session *d = skv_session_new(tiny, &o);
+    assert_non_null(d);
+    assert_null(d->slm->colsum);
+    assert_non_null(d->slm->lastrow);
+    skv_session_free(d);
     assert_non_null(a); assert_non_null(b); assert_non_null(c);
     const skv_slm_guide *ga = a->slm, *gb = b->slm, *gc = c->slm;
     assert_null(ga->sess); assert_non_null(gb->sess); assert_non_null(gc->sess);

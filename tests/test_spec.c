@@ -287,6 +287,8 @@ static void test_identical_snapkv(void **st) { (void)st; identical(true, "snapkv
 static void test_identical_quest(void **st) { (void)st; identical(true, "quest", 0.3); }
 static void test_identical_smallkv(void **st) { (void)st; identical(true, "smallkv", 0.2); }
 static void test_identical_smallkv_acc(void **st) { (void)st; identical(true, "smallkv:score=acc", 0.2); }
+/* the drafting SLM is the guide, with its 4-bit cache: drafts and rows from the same rows */
+static void test_identical_smallkv_q4(void **st) { (void)st; identical(true, "smallkv:slmkv=q4", 0.2); }
 /* an adaptive draft length changes how many rows a pass verifies, never the tokens */
 static void test_identical_adapt(void **st) {
     (void)st;
@@ -613,6 +615,7 @@ int main(void) {
         cmocka_unit_test(test_identical_quest),
         cmocka_unit_test(test_identical_smallkv),
         cmocka_unit_test(test_identical_smallkv_acc),
+        cmocka_unit_test(test_identical_smallkv_q4),
         cmocka_unit_test(test_identical_adapt),
         cmocka_unit_test(test_identical_vocab),
         cmocka_unit_test(test_batch_generate),

@@ -12,6 +12,7 @@
  * version with expf. */
 #include "attention.h"
 #include "simd_math.h"
+#include "kvquant.h"
 #include "common/util.h"
 #include <immintrin.h>
 #include <math.h>
@@ -472,7 +473,13 @@ static void dec_tasks(float *out, const float *q, void *kc, void *vc, const skv_
         dec_merge(out + (size_t)h * d, ws + (size_t)h * prow, part + (size_t)h * nch * ps, nch, d, n, a, h);
 }
 
+size_t skv_attn_row_bytes(const skv_attn_args *a, bool v) {
+    const int bits = v ? a->v_bits : a->k_bits;
+    return bits ? skv_kvq_row_bytes(a->d, bits) : (size_t)a->d * (a->kv_f16 ? 2 : 4);
+}
+
 size_t skv_attention_ws_floats(const skv_attn_args *a, int nth) {
+    if (a->k_bits || a->v_bits) return skv_attention_q_ws_floats(a, nth);
     const size_t S = (size_t)a->pos0 + (size_t)a->T;
     const size_t general = (size_t)nth * (S + 8);
     if (!dec_applies(a)) return general;
@@ -481,6 +488,10 @@ size_t skv_attention_ws_floats(const skv_attn_args *a, int nth) {
 }
 
 static void attn_any(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws) {
+    if (a->k_bits || a->v_bits) {
+        skv_attention_q_team(out, q, kc, vc, a, ws);
+        return;
+    }
     if (dec_applies(a)) {
         dec_tasks(out, q, kc, vc, a, ws);
         return;

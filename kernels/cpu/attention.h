@@ -2,7 +2,8 @@
  * score outputs that calibration, H2O and SmallKV need.
  *
  *   q      (T, H, d)        queries of this block, already rotated
- *   kc, vc (Hkv, S_cap, d)  cache for one layer, fp32 or fp16 (kv_f16), keys rotated;
+ *   kc, vc (Hkv, S_cap, d)  cache for one layer, fp32 or fp16 (kv_f16), or quantised rows
+ *                           (k_bits / v_bits 8 or 4: skv_attn_row_bytes each), keys rotated;
  *                           keys 0 .. pos0+T-1 are valid (this block's K/V already written)
  *   out    (T, H, d)
  * Query row t sits at position pos0 + t and sees keys 0 .. pos0 + t.
@@ -36,6 +37,15 @@ void skv_attention_window(float *out, const float *q, const void *kc, const void
 void skv_attention_team(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws);
 /* Store d floats of src at element offset off of a cache (fp16 when f16, else fp32). */
 void skv_kv_store(void *cache, bool f16, size_t off, const float *src, int d);
+
+/* Bytes of one K (v false) or V (v true) cache row, one token of one KV head. */
+size_t skv_attn_row_bytes(const skv_attn_args *a, bool v);
+/* Over a quantised cache (attention_q.c; skv_attention and skv_attention_team dispatch
+ * there): the team form, its workspace, and the reference (dequantise, then
+ * skv_attention_ref). */
+void skv_attention_q_team(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws);
+size_t skv_attention_q_ws_floats(const skv_attn_args *a, int nth);
+void skv_attention_q_ref(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a);
 
 /* Workspace floats for one call with nth threads; depends on T, H, d and pos0 + T only
  * (so a size computed with pos0 + T = S_cap serves every call up to that length). */

@@ -22,7 +22,7 @@ void skv_attention_window(float *out, const float *q, const void *kc, const void
         a.lastrow = NULL;
         skv_attention(out, q, kc, vc, &a);
     }
-    const size_t esz = a0->kv_f16 ? 2 : 4;
+    const size_t rk = skv_attn_row_bytes(a0, false), rv = skv_attn_row_bytes(a0, true);
     for (int t = t0; t < T; t++) {
         const int p = a0->pos0 + t, start = p - window + 1;
         skv_attn_args a = *a0;
@@ -32,8 +32,8 @@ void skv_attention_window(float *out, const float *q, const void *kc, const void
         a.lastrow = a0->lastrow && t == T - 1 ? a0->lastrow + start : NULL;
         if (a.lastrow)
             for (int h = 0; h < H; h++) memset(a0->lastrow + (size_t)h * a0->S_cap, 0, (size_t)start * sizeof(float));
-        skv_attention(out + (size_t)t * H * d, q + (size_t)t * H * d, (const uint8_t *)kc + (size_t)start * d * esz,
-                      (const uint8_t *)vc + (size_t)start * d * esz, &a);
+        skv_attention(out + (size_t)t * H * d, q + (size_t)t * H * d, (const uint8_t *)kc + (size_t)start * rk,
+                      (const uint8_t *)vc + (size_t)start * rv, &a);
     }
 }
 

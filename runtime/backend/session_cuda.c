@@ -37,6 +37,8 @@ int skv_session_cuda_check(const skv_session *s) {
     if (s->o.per_head) return skv_error("CUDA session: per-attention-head selection is not supported on the GPU");
     if (s->slm && s->slm->sess)
         return skv_error("CUDA session: policy %s: a compressed SLM cache (slm_budget < 1) is not supported on the GPU", pol);
+    if (s->slm && s->slm->st && (s->slm->st->k_bits || s->slm->st->v_bits))
+        return skv_error("CUDA session: policy %s: a quantised SLM cache (slm_kv) is not supported on the GPU", pol);
     if (s->slm && s->pol->head_map && !s->pol->head_map(s->pol))
         return skv_error("CUDA session: policy %s: online head matching is still pending (prefill more tokens)", pol);
     if (s->pol->wants_head_p)

@@ -25,6 +25,7 @@
 #include "common/hugemem.h"
 #include "common/util.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/kvquant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include <math.h>
@@ -45,9 +46,17 @@ static float *falloc(size_t rows, size_t cols, const char *what, bool *ok) {
     return p;
 }
 
-static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16, bool cache) {
+static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16, int k_bits, int v_bits, bool cache) {
     if (!m || S_cap < 1 || T_max < 1) {
         skv_error("skv_state_new: bad arguments (S_cap %d, T_max %d)", S_cap, T_max);
+        return NULL;
+    }
+    const size_t hd = (size_t)m->cfg.head_dim, esz = kv_f16 ? 2 : 4;
+    const size_t row_k = k_bits ? skv_kvq_row_bytes(m->cfg.head_dim, k_bits) : hd * esz;
+    const size_t row_v = v_bits ? skv_kvq_row_bytes(m->cfg.head_dim, v_bits) : hd * esz;
+    if (!row_k || !row_v) {
+        skv_error("skv_state_new: a %d-bit KV cache needs a head size that is a multiple of %d (this model's is %d)",
+                  row_k ? v_bits : k_bits, SKV_KVQ_GROUP, m->cfg.head_dim);
         return NULL;
     }
     if (T_max > S_cap) T_max = S_cap;
@@ -58,6 +67,10 @@ static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f1
     s->S_cap = S_cap;
     s->T_max = T_max;
     s->kv_f16 = kv_f16;
+    s->k_bits = k_bits;
+    s->v_bits = v_bits;
+    s->k_row_bytes = row_k;
+    s->v_row_bytes = row_v;
     const size_t C = c->dim, Q = (size_t)c->n_head * c->head_dim, KV = (size_t)c->n_kv_head * c->head_dim,
                  F = c->ffn_dim, T = T_max;
     bool ok = true;
@@ -77,16 +90,17 @@ static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f1
         s->v = skv_calloc((size_t)c->n_layer, sizeof(void *), "kv cache table");
         ok = s->k && s->v;
     }
-    size_t per = 0;
-    if (ok && (!skv_mul_ok(KV, (size_t)S_cap, &per) || !skv_mul_ok(per, kv_f16 ? 2 : 4, &per))) {
+    size_t per = 0, per_k = 0, per_v = 0;
+    if (ok && (!skv_mul_ok((size_t)c->n_kv_head, (size_t)S_cap, &per) || !skv_mul_ok(per, row_k, &per_k) ||
+               !skv_mul_ok(per, row_v, &per_v))) {
         skv_error("skv_state_new: KV cache size overflows (S_cap %d)", S_cap);
         ok = false;
     }
     /* one block: K of every layer, then V; each layer's array 64-byte aligned */
-    const size_t per64 = (per + 63) & ~(size_t)63;
+    const size_t per64 = (per_k + 63) & ~(size_t)63, per64_v = (per_v + 63) & ~(size_t)63;
     size_t arena = 0;
     if (ok && cache) {
-        if (!skv_mul_ok(per64, 2 * (size_t)c->n_layer, &arena)) {
+        if (!skv_mul_ok(per64 + per64_v, (size_t)c->n_layer, &arena)) {
             skv_error("skv_state_new: KV cache size overflows (S_cap %d)", S_cap);
             ok = false;
         } else if (!(s->kv_arena = skv_huge_alloc(arena, "kv cache"))) {
@@ -95,7 +109,7 @@ static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f1
             s->kv_arena_bytes = arena;
             for (int l = 0; l < c->n_layer; l++) {
                 s->k[l] = (uint8_t *)s->kv_arena + (size_t)l * per64;
-                s->v[l] = (uint8_t *)s->kv_arena + ((size_t)c->n_layer + l) * per64;
+                s->v[l] = (uint8_t *)s->kv_arena + (size_t)c->n_layer * per64 + (size_t)l * per64_v;
             }
         }
     }
@@ -108,11 +122,19 @@ static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f1
 }
 
 skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16) {
-    return state_new(m, S_cap, T_max, kv_f16, true);
+    return state_new(m, S_cap, T_max, kv_f16, 0, 0, true);
+}
+
+skv_state *skv_state_new_quant(const skv_model *m, int S_cap, int T_max, int k_bits, int v_bits) {
+    if ((k_bits != 8 && k_bits != 4) || (v_bits != 8 && v_bits != 4)) {
+        skv_error("skv_state_new_quant: %d-bit keys, %d-bit values (8 or 4 each)", k_bits, v_bits);
+        return NULL;
+    }
+    return state_new(m, S_cap, T_max, true, k_bits, v_bits, true);
 }
 
 skv_state *skv_state_new_nocache(const skv_model *m, int S_cap, int T_max, bool kv_f16) {
-    return state_new(m, S_cap, T_max, kv_f16, false);
+    return state_new(m, S_cap, T_max, kv_f16, 0, 0, false);
 }
 
 void skv_state_free(skv_state *s) {
@@ -150,10 +172,18 @@ static void add_into(float *x, const float *y, size_t n) {
 
 /* Copy the rotated keys / values of this block, (T, Hkv, d), into one layer's cache
  * (Hkv, S_cap, d) at rows pos0 .. pos0+T-1. */
-static void cache_write(void *cache, const float *src, int T, int Hkv, int d, int S_cap, int pos0, bool f16) {
+/* rows pos0 .. pos0+T-1 of every KV head of one layer's K (v false) or V <- src (T, Hkv, d) */
+static void cache_write(const skv_state *s, bool v, void *cache, const float *src, int T, int Hkv, int d, int pos0) {
+    const int S_cap = s->S_cap, bits = v ? s->v_bits : s->k_bits;
+    const size_t rb = v ? s->v_row_bytes : s->k_row_bytes;
     for (int t = 0; t < T; t++)
-        for (int h = 0; h < Hkv; h++)
-            skv_kv_store(cache, f16, ((size_t)h * S_cap + pos0 + t) * d, src + ((size_t)t * Hkv + h) * d, d);
+        for (int h = 0; h < Hkv; h++) {
+            const size_t row = (size_t)h * S_cap + pos0 + t;
+            if (bits)
+                skv_kvq_quantize_row((uint8_t *)cache + row * rb, src + ((size_t)t * Hkv + h) * d, d, bits);
+            else
+                skv_kv_store(cache, s->kv_f16, row * d, src + ((size_t)t * Hkv + h) * d, d);
+        }
 }
 
 /* ------------------------------------------------------------------ the block, any family
@@ -327,7 +357,8 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
     const size_t o_xb = up64((size_t)C * 4), o_kv = o_xb + up64((size_t)(C > Q ? C : Q) * 4),
                  o_act = o_kv + up64((size_t)KV * 2 * 4), per = o_act + up64(ab);
     const int nth = omp_get_max_threads();
-    const skv_attn_args full = {.T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->S_cap - 1, .S_cap = s->S_cap};
+    const skv_attn_args full = {.T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->S_cap - 1, .S_cap = s->S_cap,
+                                .k_bits = s->k_bits, .v_bits = s->v_bits};
     const size_t o_att = per * (size_t)nth,
                  total = o_att + (opts->attn ? 0 : up64(skv_attention_ws_floats(&full, nth) * 4));
     if (s->team_ws_bytes < total) {
@@ -382,7 +413,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
                 skv_rope_apply(qp, H, d, cs, sn, c->rope_mode);
                 skv_rope_apply(kp, Hkv, d, cs, sn, c->rope_mode);
                 skv_attn_args a = {
-                    .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                    .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16, .k_bits = s->k_bits, .v_bits = s->v_bits,
                     .colsum = opts->colsum ? opts->colsum[l] : NULL,
                     .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
                     .knew = kp, .vnew = vp,
@@ -445,10 +476,10 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
             /* the compressed-cache runtime owns the K/V storage (forward.h) */
             if (opts->attn(opts->attn_ctx, l, s->q, s->kx, s->vx, pos0, T, s->att) != 0) return -1;
         } else {
-            cache_write(s->k[l], s->kx, T, Hkv, d, s->S_cap, pos0, s->kv_f16);
-            cache_write(s->v[l], s->vx, T, Hkv, d, s->S_cap, pos0, s->kv_f16);
+            cache_write(s, false, s->k[l], s->kx, T, Hkv, d, pos0);
+            cache_write(s, true, s->v[l], s->vx, T, Hkv, d, pos0);
             skv_attn_args a = {
-                .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16, .k_bits = s->k_bits, .v_bits = s->v_bits,
                 .colsum = opts->colsum ? opts->colsum[l] : NULL,
                 .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
             };
@@ -547,10 +578,10 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
                 if (o->attn(o->attn_ctx, l, q, k, v, s->n_past, T, att) != 0)
                     return skv_error_prefix("skv_forward_batch: entry %d", i);
             } else {
-                cache_write(s->k[l], k, T, Hkv, d, s->S_cap, s->n_past, s->kv_f16);
-                cache_write(s->v[l], v, T, Hkv, d, s->S_cap, s->n_past, s->kv_f16);
+                cache_write(s, false, s->k[l], k, T, Hkv, d, s->n_past);
+                cache_write(s, true, s->v[l], v, T, Hkv, d, s->n_past);
                 skv_attn_args a = {
-                    .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->n_past, .S_cap = s->S_cap, .kv_f16 = s->kv_f16,
+                    .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->n_past, .S_cap = s->S_cap, .kv_f16 = s->kv_f16, .k_bits = s->k_bits, .v_bits = s->v_bits,
                     .colsum = o->colsum ? o->colsum[l] : NULL,
                     .lastrow = o->lastrow ? o->lastrow[l] : NULL,
                 };

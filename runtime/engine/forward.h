@@ -4,7 +4,8 @@
  * buffers for blocks of up to T_max tokens, all allocated once (llama2.c's RunState).
  *   prefill: skv_forward(s, tokens, T, ...) with T > 1
  *   decode : skv_forward(s, &tok, 1, ...)
- * Cache layout per layer: K and V each (Hkv, S_cap, d), fp16 or fp32, keys rotated. */
+ * Cache layout per layer: K and V each (Hkv, S_cap, d), fp16 or fp32, keys rotated; or
+ * (skv_state_new_quant) each row of d values as quantised groups (kernels/cpu/kvquant.h). */
 #ifndef SKV_FORWARD_H
 #define SKV_FORWARD_H
 #include <stdbool.h>
@@ -16,6 +17,8 @@ typedef struct {
     int S_cap;             /* cache capacity in tokens */
     int T_max;             /* largest block per call */
     bool kv_f16;
+    int k_bits, v_bits;    /* 0, or 8 / 4: K (V) rows are quantised (kernels/cpu/kvquant.h) */
+    size_t k_row_bytes, v_row_bytes;   /* bytes of one K (V) row: one token of one KV head */
     int n_past;            /* tokens already in the cache */
     void **k, **v;         /* [L] -> (Hkv, S_cap, d), in kv_arena (NULL without a cache) */
     void *kv_arena;        /* every layer's K then V, one huge-page block (common/hugemem.h) */
@@ -70,6 +73,10 @@ typedef struct {
 } skv_fwd_opts;
 
 skv_state *skv_state_new(const skv_model *m, int S_cap, int T_max, bool kv_f16);
+/* A state whose cache holds keys quantised to k_bits and values to v_bits (8 or 4 each;
+ * kernels/cpu/kvquant.h; the head size must be a multiple of 32), for a model that only
+ * ranks tokens by its attention (the SLM). The CPU forward only. NULL + error. */
+skv_state *skv_state_new_quant(const skv_model *m, int S_cap, int T_max, int k_bits, int v_bits);
 /* A state without a KV cache (k[l], v[l] NULL), for callers that own their KV storage and
  * run skv_forward with an attention hook (the compressed-cache session, batch workspaces). */
 skv_state *skv_state_new_nocache(const skv_model *m, int S_cap, int T_max, bool kv_f16);

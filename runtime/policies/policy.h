@@ -98,6 +98,11 @@ typedef struct {
     bool as_session;           /* run it as a session even with its full cache (tests) */
     int sinks, reduce;         /* the compressed cache's H2O: sinks, skv_reduce */
     bool draft_colsum;         /* keep the column sums while it drafts (scores that read them) */
+    bool rows_only;            /* the policy reads this step's rows only: no column sums are
+                                  kept (a full-cache SLM; the view's colsum is NULL) */
+    int k_bits, v_bits;        /* 0: its cache in the session's KV type; 8 / 4: keys (values)
+                                  as quantised rows (kernels/cpu/kvquant.h; a full cache, CPU
+                                  only; both or neither) */
 } skv_slm_need;
 
 /* What a policy may use besides its options: the models and the head mapping. */

@@ -25,6 +25,7 @@ static const char *const combine_names[] = {"sum", "mass", "renorm", NULL};
 static const char *const mapping_names[] = {"profile", "online", NULL};
 static const char *const split_names[] = {"fixed", "adaptive", "small", NULL};
 static const char *const score_names[] = {"acc", "now", "mean", NULL};
+static const char *const slm_kv_names[] = {"f16", "q8", "q4", "k8v4", NULL};
 
 #define O(f) offsetof(skv_smallkv_opts, f)
 static const skv_opt_desc smallkv_opt_table[] = {
@@ -49,6 +50,9 @@ static const skv_opt_desc smallkv_opt_table[] = {
      "SLM layers to run (0: the profile's depth)"},
     {"slm_budget", "slmb", SKV_OPT_FLOAT, O(slm_budget), 0, 0, 1, NULL, 0, 0,
      "compress the SLM's own cache with H2O to this fraction (0: its full cache)"},
+    {"slm_kv", "slmkv", SKV_OPT_ENUM, O(slm_kv), 0, 0, 0, slm_kv_names, 0, 0,
+     "the SLM's cache: the session's KV type (f16), or 8- / 4-bit rows in groups of 32 (q8, q4; "
+     "k8v4: 8-bit keys, 4-bit values); it only ranks tokens, so it needs less precision"},
     {"recent", NULL, SKV_OPT_FLOAT, O(recent), 1, 0, 1000, NULL, 0, 1,
      "recent weight of the fixed split critical:recent:marginal = 2:recent:2"},
     SKV_OPT_REDUCE(skv_smallkv_opts),
@@ -342,7 +346,7 @@ static int set_map(skv_policy *p, const int *map) {
 /* the session's SLM rows (policy.h slm_attach): at creation, after a fork, per verify row */
 static int sk_slm_attach(skv_policy *p, const skv_slm_view *v) {
     skv_state_smallkv *s = p->st;
-    if (v->slm_heads < 1 || v->slm_layers < 1 || !v->colsum || !v->lastrow || v->stride < 1)
+    if (v->slm_heads < 1 || v->slm_layers < 1 || !v->lastrow || v->stride < 1 || (!v->colsum && !p->slm.rows_only))
         return skv_error("bad SLM view");
     const bool again = s->attached && s->v.slm_layers == v->slm_layers && s->v.slm_heads == v->slm_heads;
     s->v = *v;
@@ -495,7 +499,11 @@ static int sk_init(skv_policy *p, const skv_policy_env *env) {
      * sessions copy */
     p->slm = (skv_slm_need){.depth = slm_depth(o, env, p->L, p->H), .compress = env->prefill_base ? 0 : o->slm_budget,
                             .as_session = o->slm_session && !env->prefill_base, .sinks = o->sinks,
-                            .reduce = o->reduce, .draft_colsum = o->score != SKV_SLM_SCORE_NOW};
+                            .reduce = o->reduce, .draft_colsum = o->score != SKV_SLM_SCORE_NOW,
+                            .k_bits = o->slm_kv == 1 || o->slm_kv == 3 ? 8 : o->slm_kv == 2 ? 4 : 0,
+                            .v_bits = o->slm_kv == 1 ? 8 : o->slm_kv >= 2 ? 4 : 0,
+                            /* this step's rows are all score=now reads once the map is known */
+                            .rows_only = o->score == SKV_SLM_SCORE_NOW && !online && !env->prefill_base};
     if (!online && !env->prefill_base && set_map(p, env->map)) return -1;
     if (online) {
         const int mn = o->online_min, mx = o->online_max < mn ? mn : o->online_max;

@@ -41,17 +41,25 @@ skv_slm_guide *skv_slm_guide_new(const skv_model *slm, const skv_slm_need *need,
     g->max_ctx = max_ctx;
     g->refs = 1;
     const size_t rows = (size_t)slm->cfg.n_head * max_ctx;
-    g->colsum = skv_rows_new(g->depth, rows, "SLM column sums");
-    g->lastrow = skv_rows_new(g->depth, rows, "SLM last rows");
-    if (!g->colsum || !g->lastrow) goto fail;
     const bool compressed = need->compress > 0 && need->compress < 1;
+    /* column sums cost as much as the rows: kept unless only the rows are read (a compressed
+     * SLM's H2O session exports both) */
+    if (!need->rows_only || compressed || need->as_session)
+        g->colsum = skv_rows_new(g->depth, rows, "SLM column sums");
+    g->lastrow = skv_rows_new(g->depth, rows, "SLM last rows");
+    if ((!g->colsum && !need->rows_only) || !g->lastrow) goto fail;
+    if (need->k_bits && (compressed || need->as_session)) {
+        skv_error("a quantised SLM cache is a full cache: not with slm_budget < 1");
+        goto fail;
+    }
     if (compressed || need->as_session) {
         /* the SLM's cache compressed by H2O: the SLM runs as a session of its own */
         if (!(g->sess = slm_session_open(g, need, compressed ? need->compress : 1.0, T_max, kv_f16))) {
             skv_error_prefix("SLM session");
             goto fail;
         }
-    } else if (!(g->st = skv_state_new(slm, max_ctx, T_max, kv_f16))) {
+    } else if (!(g->st = need->k_bits ? skv_state_new_quant(slm, max_ctx, T_max, need->k_bits, need->v_bits)
+                                       : skv_state_new(slm, max_ctx, T_max, kv_f16))) {
         goto fail;
     }
     return g;
@@ -99,7 +107,7 @@ void skv_slm_guide_free(skv_slm_guide *g) {
 static void row_ptrs(const skv_slm_guide *g, float **rows, float **cs, float **lr) {
     const bool colsum = !g->spec_kmax || g->spec_colsum;
     for (int l = 0; l < g->m->cfg.n_layer; l++) {
-        cs[l] = l < g->depth && colsum ? g->colsum[l] : NULL;
+        cs[l] = l < g->depth && colsum && g->colsum ? g->colsum[l] : NULL;
         lr[l] = l < g->depth ? rows[l] : NULL;
     }
 }
@@ -187,17 +195,20 @@ skv_slm_guide *skv_slm_guide_fork(const skv_slm_guide *g) {
     const size_t rows = (size_t)sc->n_head * g->max_ctx;
     f->colsum = skv_rows_copy(g->colsum, g->depth, rows, "SLM column sums");
     f->lastrow = skv_rows_copy(g->lastrow, g->depth, rows, "SLM last rows");
-    if (!f->colsum || !f->lastrow) goto fail;
+    if ((g->colsum && !f->colsum) || !f->lastrow) goto fail;
     if (g->sess) {
         if (!(f->sess = skv_session_fork(g->sess))) goto fail;
         skv_session_export(f->sess, f->colsum, f->lastrow, g->max_ctx);
     } else {
-        if (!(f->st = skv_state_new(g->m, g->st->S_cap, g->st->T_max, g->st->kv_f16))) goto fail;
-        f->st->n_past = g->st->n_past;
-        const size_t per = (size_t)sc->n_kv_head * g->st->S_cap * sc->head_dim * (g->st->kv_f16 ? 2 : 4);
+        const skv_state *st = g->st;
+        if (!(f->st = st->k_bits ? skv_state_new_quant(g->m, st->S_cap, st->T_max, st->k_bits, st->v_bits)
+                                   : skv_state_new(g->m, st->S_cap, st->T_max, st->kv_f16)))
+            goto fail;
+        f->st->n_past = st->n_past;
+        const size_t rows = (size_t)sc->n_kv_head * st->S_cap;
         for (int l = 0; l < g->run_layers; l++) {
-            memcpy(f->st->k[l], g->st->k[l], per);
-            memcpy(f->st->v[l], g->st->v[l], per);
+            memcpy(f->st->k[l], g->st->k[l], rows * st->k_row_bytes);
+            memcpy(f->st->v[l], g->st->v[l], rows * st->v_row_bytes);
         }
         if (g->spec_kmax && spec_enable_at(f, g->spec_kmax, g->spec_colsum)) goto fail;
     }
@@ -211,16 +222,21 @@ int skv_slm_guide_take(skv_slm_guide *dst, const skv_slm_guide *base) {
     if (dst->sess) return skv_error("a compressed SLM cache prefills itself");
     if (!base || !base->st || base->m != dst->m || dst->run_layers > base->run_layers)
         return skv_error("the base ran %s SLM layers, %d needed", base ? "fewer or other" : "no", dst->run_layers);
+    /* a quantised cache changes the SLM's own prefill (its attention reads the rows) */
+    if (base->st->k_bits != dst->st->k_bits || base->st->v_bits != dst->st->v_bits ||
+        base->st->k_row_bytes != dst->st->k_row_bytes || base->st->v_row_bytes != dst->st->v_row_bytes)
+        return skv_error("the base's SLM cache type differs (%d/%d-bit K/V, %d/%d-bit needed)", base->st->k_bits,
+                         base->st->v_bits, dst->st->k_bits, dst->st->v_bits);
     const skv_config *sc = &dst->m->cfg;
     dst->st->n_past = base->st->n_past;
-    const size_t per = (size_t)sc->n_kv_head * base->st->S_cap * sc->head_dim * (base->st->kv_f16 ? 2 : 4);
+    const size_t rows = (size_t)sc->n_kv_head * base->st->S_cap;
     const size_t srows = (size_t)sc->n_head * dst->max_ctx * sizeof(float);
     for (int l = 0; l < dst->run_layers; l++) {
-        memcpy(dst->st->k[l], base->st->k[l], per);
-        memcpy(dst->st->v[l], base->st->v[l], per);
+        memcpy(dst->st->k[l], base->st->k[l], rows * base->st->k_row_bytes);
+        memcpy(dst->st->v[l], base->st->v[l], rows * base->st->v_row_bytes);
     }
     for (int l = 0; l < dst->depth; l++) {
-        memcpy(dst->colsum[l], base->colsum[l], srows);
+        if (dst->colsum) memcpy(dst->colsum[l], base->colsum[l], srows);
         memcpy(dst->lastrow[l], base->lastrow[l], srows);
     }
     return 0;
@@ -234,10 +250,11 @@ void skv_slm_guide_mem(const skv_slm_guide *g, skv_policy_mem *m) {
         skv_session_mem_report(g->sess, &r);
         m->cache_bytes = r.hot_used + r.cold_used;
     } else {
-        const size_t esz = g->st->kv_f16 ? 2 : 4;
-        m->cache_bytes = (size_t)g->run_layers * sc->n_kv_head * (size_t)g->st->n_past * 2 * sc->head_dim * esz;
+        /* rows as stored: quantised groups with their scales (kvquant.h) */
+        m->cache_bytes = (size_t)g->run_layers * sc->n_kv_head * (size_t)g->st->n_past *
+                         (g->st->k_row_bytes + g->st->v_row_bytes);
     }
-    const int sets = 2 + (g->spec_kmax ? (g->spec_kmax + 1) * (g->spec_colsum ? 2 : 1) : 0);
+    const int sets = (g->colsum ? 2 : 1) + (g->spec_kmax ? (g->spec_kmax + 1) * (g->spec_colsum ? 2 : 1) : 0);
     m->score_bytes = (size_t)sets * g->depth * sc->n_head * g->max_ctx * sizeof(float);
     m->seconds = g->seconds;
 }
@@ -248,6 +265,7 @@ void skv_slm_guide_mem(const skv_slm_guide *g, skv_policy_mem *m) {
  * layer from now on. Used by enable and by a fork of a drafting guide. */
 static int spec_enable_at(skv_slm_guide *g, int kmax, bool colsum) {
     const size_t rows = (size_t)g->m->cfg.n_head * g->max_ctx;
+    if (colsum && !g->colsum) return skv_error("SLM guide: drafting with column sums, which this guide does not keep");
     spec_sets_free(g);
     g->spec_kmax = kmax;
     g->spec_colsum = colsum;
