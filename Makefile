@@ -62,14 +62,17 @@ endif
 # tools: one main per file
 TOOL_SRC := runtime/cli/smallkv.c $(wildcard calibrate/calibrate.c) $(wildcard mapgen/mapgen.c) \
             $(wildcard bench/bench.c) $(wildcard bench/bench_pair.c) \
-            $(wildcard bench/bench_kernels.c) $(wildcard bench/bench_spec_batch.c) $(wildcard bench/logits_hash.c)
+            $(wildcard bench/bench_kernels.c) $(wildcard bench/bench_spec_batch.c) $(wildcard bench/logits_hash.c) \
+            $(wildcard bench/slm_rank.c)
 TOOLS    := $(foreach s,$(TOOL_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
 # MPI=1: also build calibrate-mpi (calibrate/calibrate.c with SKV_MPI, compiled and linked
-# with mpicc): MPI ranks run shards and reduce their fixed-point sums to rank 0.
+# with mpicc): MPI ranks run shards and reduce their fixed-point sums to rank 0; and
+# smallkv-mpi (the smallkv command with runtime/cli/eval.c compiled with SKV_MPI): `eval`
+# shards its units over the ranks (docs/lab/long-context-tasks.md).
 MPI     ?= 0
 MPICC   ?= mpicc
 ifeq ($(MPI),1)
-TOOLS    += $(BUILD)/bin/calibrate-mpi
+TOOLS    += $(BUILD)/bin/calibrate-mpi $(BUILD)/bin/smallkv-mpi
 endif
 # CUDA=1: also the GPU benchmark build-cuda/bin/bench_cuda (bench/bench_cuda.c, run by
 # scripts/gpu-check.sh)
@@ -121,6 +124,13 @@ $(BUILD)/calibrate/calibrate-mpi.o: calibrate/calibrate.c
 $(BUILD)/bin/calibrate-mpi: $(BUILD)/calibrate/calibrate-mpi.o $(CALIB_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/runtime/cli/eval-mpi.o: runtime/cli/eval.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -DSKV_MPI -c $< -o $@
+$(BUILD)/bin/smallkv-mpi: $(BUILD)/runtime/cli/smallkv.o $(filter-out $(BUILD)/runtime/cli/eval.o,$(CLI_OBJ)) \
+                          $(BUILD)/runtime/cli/eval-mpi.o $(EVAL_LIB) $(CALIB_LIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS) $(SERVE_LIBS)
 $(BUILD)/bin/%: $(BUILD)/mapgen/%.o $(CALIB_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
@@ -170,6 +180,9 @@ SONAME  := libsmallkv.so.$(SKV_SOVERSION)
 SHLIB   := $(BUILD)/libsmallkv.so.$(SKV_VERSION)
 PIC_OBJ := $(LIB_SRC:%.c=$(BUILD)/pic/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
 INSTALL_TOOLS := $(BUILD)/bin/smallkv $(BUILD)/bin/calibrate $(BUILD)/bin/mapgen
+ifeq ($(MPI),1)
+INSTALL_TOOLS += $(BUILD)/bin/smallkv-mpi
+endif
 # smallkv.pc: beyond -lsmallkv, what every link needs (Libs) and what a static link needs
 # (Libs.private; zstd and cJSON come through Requires.private, from their own .pc files)
 PC_LIBS         := $(if $(filter 1,$(SAN)), $(SAN_FLAGS),)
@@ -219,6 +232,9 @@ uninstall:
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUP_OBJ) $(PROG_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
+
+# test_longctx runs `smallkv eval` (and with MPI=1 `mpirun -n 2 smallkv-mpi eval`)
+$(BUILD)/tests/test_longctx: | $(BUILD)/bin/smallkv $(if $(filter 1,$(MPI)),$(BUILD)/bin/smallkv-mpi)
 
 # test_serve talks to `smallkv serve` (the built binary) over HTTP with libcurl
 $(BUILD)/tests/test_serve: $(BUILD)/tests/test_serve.o $(TEST_SUP_OBJ) $(PROG_LIBS) | $(BUILD)/bin/smallkv

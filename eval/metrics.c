@@ -196,3 +196,151 @@ bool skv_first_digits(const char *text, char *out, size_t n) {
     out[o] = 0;
     return o > 0;
 }
+
+/* ------------------------------------------------------------------ needles, ROUGE-L */
+
+double skv_recall_values(const char *text, const char *const *values, int n) {
+    if (n <= 0) return 0;
+    int found = 0;
+    for (int i = 0; i < n; i++) found += values[i] && strcasestr(text, values[i]) != NULL;
+    return (double)found / n;
+}
+
+/* Bytes of a whitespace character (Python's str.isspace) at p, 0 when none: ASCII \t..\r,
+ * \x1c..\x1f and space; in UTF-8 U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029,
+ * U+202F, U+205F, U+3000. */
+static int py_space(const unsigned char *p) {
+    if (*p == ' ' || (*p >= '\t' && *p <= '\r') || (*p >= 0x1c && *p <= 0x1f)) return 1;
+    if (p[0] == 0xc2 && (p[1] == 0x85 || p[1] == 0xa0)) return 2;
+    if (p[0] == 0xe1 && p[1] == 0x9a && p[2] == 0x80) return 3;
+    if (p[0] == 0xe2 && p[1] == 0x80 && ((p[2] >= 0x80 && p[2] <= 0x8a) || p[2] == 0xa8 || p[2] == 0xa9 || p[2] == 0xaf)) return 3;
+    if (p[0] == 0xe2 && p[1] == 0x81 && p[2] == 0x9f) return 3;
+    if (p[0] == 0xe3 && p[1] == 0x80 && p[2] == 0x80) return 3;
+    return 0;
+}
+
+/* a text as the package sees it: sentences of words; words[] point into buf (NUL-ended) */
+typedef struct {
+    char *buf;
+    char **words; int n_words;
+    int *sent; int n_sent;        /* sentence s: words sent[s] .. sent[s+1]-1 (n_sent + 1 entries) */
+    int *id;                      /* each word's id among the distinct words of both texts */
+} rl_text;
+
+static void rl_free(rl_text *t) { free(t->buf); free(t->words); free(t->sent); free(t->id); }
+
+static int rl_split(const char *s, rl_text *t) {
+    memset(t, 0, sizeof *t);
+    const size_t len = strlen(s);
+    /* at most one word per byte plus an empty word per sentence; sentences <= pieces */
+    t->buf = skv_malloc(len + 2, "rouge text");
+    t->words = skv_malloc((len + 2) * sizeof(char *), "rouge words");
+    t->sent = skv_malloc((len + 3) * sizeof(int), "rouge sentences");
+    if (!t->buf || !t->words || !t->sent) { rl_free(t); return -1; }
+    size_t o = 0;
+    for (const char *p = s;;) {
+        const char *e = strchr(p, '.');
+        if (!e) e = s + len;
+        if (e > p) {   /* a piece of length > 0: a sentence */
+            t->sent[t->n_sent++] = t->n_words;
+            const char *q = p;
+            int nw = 0;
+            while (q < e) {
+                int w;
+                while (q < e && (w = py_space((const unsigned char *)q)) > 0) q += w;
+                if (q >= e) break;
+                t->words[t->n_words++] = t->buf + o;
+                while (q < e && !py_space((const unsigned char *)q)) t->buf[o++] = *q++;
+                t->buf[o++] = 0;
+                nw++;
+            }
+            if (!nw) { t->words[t->n_words++] = t->buf + o; t->buf[o++] = 0; }   /* "".split(" ") == [""] */
+        }
+        if (!*e) break;
+        p = e + 1;
+    }
+    t->sent[t->n_sent] = t->n_words;
+    return 0;
+}
+
+static int cmp_pstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int skv_rouge_l(const char *hyp, const char *ref, double *f, double *p, double *r) {
+    if (f) *f = 0;
+    if (p) *p = 0;
+    if (r) *r = 0;
+    rl_text h, g;
+    if (rl_split(hyp, &h)) return -1;
+    if (rl_split(ref, &g)) { rl_free(&h); return -1; }
+    int rc = -1;
+    char **all = NULL;
+    unsigned char *in_ref = NULL, *in_hyp = NULL, *uni = NULL;
+    int *tab = NULL;
+    if (!h.n_sent || !g.n_sent) { rc = 0; goto done; }   /* the package raises: LongBench's 0 */
+    /* distinct words of both texts -> ids */
+    const int nw = h.n_words + g.n_words;
+    all = skv_malloc((size_t)nw * sizeof *all, "rouge words");
+    h.id = skv_malloc((size_t)h.n_words * sizeof(int) + 1, "rouge words");
+    g.id = skv_malloc((size_t)g.n_words * sizeof(int) + 1, "rouge words");
+    if (!all || !h.id || !g.id) goto done;
+    memcpy(all, h.words, (size_t)h.n_words * sizeof *all);
+    memcpy(all + h.n_words, g.words, (size_t)g.n_words * sizeof *all);
+    qsort(all, (size_t)nw, sizeof *all, cmp_pstr);
+    int nd = 0;
+    for (int i = 0; i < nw; i++) if (!nd || strcmp(all[nd - 1], all[i])) all[nd++] = all[i];
+    for (int k = 0; k < 2; k++) {
+        rl_text *t = k ? &g : &h;
+        for (int i = 0; i < t->n_words; i++) {
+            char **hit = bsearch(&t->words[i], all, (size_t)nd, sizeof *all, cmp_pstr);
+            t->id[i] = (int)(hit - all);
+        }
+    }
+    in_ref = skv_calloc((size_t)nd, 1, "rouge sets");
+    in_hyp = skv_calloc((size_t)nd, 1, "rouge sets");
+    uni = skv_calloc((size_t)nd, 1, "rouge sets");
+    if (!in_ref || !in_hyp || !uni) goto done;
+    int m = 0, n = 0;
+    for (int i = 0; i < g.n_words; i++) if (!in_ref[g.id[i]]) { in_ref[g.id[i]] = 1; m++; }
+    for (int i = 0; i < h.n_words; i++) if (!in_hyp[h.id[i]]) { in_hyp[h.id[i]] = 1; n++; }
+    /* the LCS table of the longest pair, reused */
+    int mx_g = 0, mx_h = 0;
+    for (int s = 0; s < g.n_sent; s++) if (g.sent[s + 1] - g.sent[s] > mx_g) mx_g = g.sent[s + 1] - g.sent[s];
+    for (int s = 0; s < h.n_sent; s++) if (h.sent[s + 1] - h.sent[s] > mx_h) mx_h = h.sent[s + 1] - h.sent[s];
+    const size_t cells = (size_t)(mx_g + 1) * (size_t)(mx_h + 1);
+    if (cells > ((size_t)1 << 28)) { skv_error("rouge-l: sentences of %d and %d words are too long", mx_g, mx_h); goto done; }
+    if (!(tab = skv_malloc(cells * sizeof(int), "rouge lcs table"))) goto done;
+    int llcs = 0;
+    for (int rs = 0; rs < g.n_sent; rs++) {
+        const int *x = g.id + g.sent[rs], nx = g.sent[rs + 1] - g.sent[rs];   /* reference words */
+        for (int hs = 0; hs < h.n_sent; hs++) {
+            const int *y = h.id + h.sent[hs], ny = h.sent[hs + 1] - h.sent[hs];   /* candidate words */
+            const int W = ny + 1;
+            for (int j = 0; j <= ny; j++) tab[j] = 0;
+            for (int i = 1; i <= nx; i++) {
+                tab[(size_t)i * W] = 0;
+                for (int j = 1; j <= ny; j++) {
+                    const size_t c = (size_t)i * W + j;
+                    if (x[i - 1] == y[j - 1]) tab[c] = tab[c - W - 1] + 1;
+                    else tab[c] = tab[c - W] > tab[c - 1] ? tab[c - W] : tab[c - 1];
+                }
+            }
+            /* the package's reconstruction: diagonal on a match, up when strictly longer, else left */
+            for (int i = nx, j = ny; i > 0 && j > 0;) {
+                if (x[i - 1] == y[j - 1]) {
+                    if (!uni[x[i - 1]]) { uni[x[i - 1]] = 1; llcs++; }
+                    i--; j--;
+                } else if (tab[(size_t)(i - 1) * W + j] > tab[(size_t)i * W + j - 1]) i--;
+                else j--;
+            }
+        }
+    }
+    const double R = (double)llcs / m, P = (double)llcs / n;
+    if (f) *f = 2.0 * ((P * R) / (P + R + 1e-8));
+    if (p) *p = P;
+    if (r) *r = R;
+    rc = 0;
+done:
+    rl_free(&h); rl_free(&g);
+    free(all); free(in_ref); free(in_hyp); free(uni); free(tab);
+    return rc;
+}

@@ -60,4 +60,19 @@ bool skv_bbh_match(const char *pred, const char *target);
 /* Passkey: the first run of digits in text (up to n-1 characters). */
 bool skv_first_digits(const char *text, char *out, size_t n);
 
+/* Needle retrieval (RULER's string_match_all): the fraction of values[0..n) found in text,
+ * case-insensitive substrings. 0 when n <= 0. */
+double skv_recall_values(const char *text, const char *const *values, int n);
+
+/* ROUGE-L as LongBench scores summaries (metrics.py rouge_score: Rouge().get_scores of the
+ * `rouge` package, 1.0.1, its "rouge-l" "f"): both texts split into sentences at every '.'
+ * (empty pieces dropped), each sentence's whitespace (Python's str.split) collapsed to single
+ * spaces, words split at ' '; summary-level LCS: the union over every (reference sentence,
+ * candidate sentence) pair of the words on the LCS the package reconstructs, counted as a
+ * set; m, n the distinct words of the reference and the candidate; R = |union| / m,
+ * P = |union| / n, F = 2PR / (P + R + 1e-8). A text with no sentence scores 0 (the package
+ * raises, LongBench returns 0). f/p/r may be NULL. 0, or -1 + error (out of memory, a
+ * sentence pair too long for the LCS table). */
+int skv_rouge_l(const char *hyp, const char *ref, double *f, double *p, double *r);
+
 #endif

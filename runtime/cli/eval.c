@@ -4,11 +4,20 @@
  *   passkey      retrieval of a 5-digit key after query-agnostic compression (section 2)
  *   gsm8k, bbh   greedy CoT exact match on fixed subsets (section 3)
  *   calibration  profile vs online mapping: agreement and fidelity of each (section 4)
+ *   niah         RULER-style needle retrieval (single / multikey / multivalue) in pg-essays
+ *                prose at long context lengths, scored by recall of the needle values
+ *   longbench    LongBench multi_news (official template, middle truncation), ROUGE-L
+ *   (gsm8k and bbh take --pad-to N: irrelevant prose before the few-shot prompt)
  *   depth        SmallKV's fidelity and SLM time at several SLM depths (early stop); the
  *                chosen depth and its evidence can be written into a copy of the profile
- *   report       tables and SVG plots from results files (eval_report.c) */
+ *   report       tables and SVG plots from results files (eval_report.c)
+ * Built with SKV_MPI (`make MPI=1` -> build/bin/smallkv-mpi): `mpirun -n N smallkv-mpi eval ...`
+ * shards the pending units over the ranks (the i-th pending unit to rank i % N), each rank
+ * writes RESULTS.json.rankK, and rank 0 merges them into RESULTS.json in unit order at the
+ * end (docs/lab/long-context-tasks.md). */
 #include "runtime/cli/cli.h"
 #include "eval/data.h"
+#include "eval/longctx.h"
 #include "eval/runner.h"
 #include "eval/store.h"
 #include "runtime/model/fingerprint.h"
@@ -18,6 +27,8 @@
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
 #include <cJSON.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -25,6 +36,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef SKV_MPI
+#include <mpi.h>
+#endif
 
 int cmd_eval_report(int argc, char **argv);
 
@@ -38,7 +52,7 @@ static skv_model *cli_load(const char *path) {
 static const char *EVAL_USAGE =
     "usage: smallkv eval TASK --llm MODEL [options] -o RESULTS.json\n"
     "       smallkv eval report RESULTS.json [MORE.json ...] -o docs/results.md\n"
-    "TASK: fidelity | passkey | gsm8k | bbh | calibration | depth\n"
+    "TASK: fidelity | passkey | gsm8k | bbh | calibration | depth | niah | longbench\n"
     "  --llm MODEL          the large model (GGUF or HF directory)\n"
     "  --slm MODEL          the small model (needed by cells whose policy runs one: smallkv)\n"
     "  --profile FILE       SmallKV profile (.skvprof) for the pair; checked against both models;\n"
@@ -55,27 +69,42 @@ static const char *EVAL_USAGE =
     "  --budget-base B      length (default): of the current length at every step; prompt: of\n"
     "                       the prompt length at the first compression, fixed (H2O's code)\n"
     "  --limit N            units per task: documents per corpus (fidelity, calibration; default 1),\n"
-    "                       problems (gsm8k, default 20), examples per bbh task (default 10)\n"
+    "                       problems (gsm8k, default 20), examples per bbh task (default 10),\n"
+    "                       records per longbench subset (default 20 of multi_news' 200)\n"
     "  --tokens N           fidelity document length (default 2048)\n"
     "  --prefill P          fidelity prefill length (default 512)\n"
     "  --corpora LIST       fidelity corpora (default wikitext2,pg-essays; also multi_news:\n"
     "                       LongBench multi_news passages)\n"
-    "  --lengths LIST       passkey context lengths (default 1024,2048,4096)\n"
-    "  --depths LIST        passkey depths in percent (default 0,25,50,75,100)\n"
-    "  --variants N         passkey units per (length, depth) cell, 1..8 (default 3): variant v\n"
-    "                       has its own key and needle/question phrasing v % 3 (v 0: the original)\n"
+    "  --lengths LIST       context lengths in tokens: passkey (default 1024,2048,4096), niah (the\n"
+    "                       whole prompt; default 4096,8192,16384,32768)\n"
+    "  --depths LIST        passkey, niah: needle depths in percent (default 0,25,50,75,100)\n"
+    "  --variants N         passkey, niah: units per (length, depth) cell, 1..8 (passkey default 3:\n"
+    "                       variant v has its own key and needle/question phrasing v % 3, v 0 the\n"
+    "                       original; niah default 1: variant v its own keys, values, depths)\n"
+    "  --niah-kinds LIST    niah: single (one needle, its value asked), multikey (--needles keys,\n"
+    "                       one asked), multivalue (--needles values of one key, all asked)\n"
+    "                       (default single,multikey,multivalue); score: fraction of the asked\n"
+    "                       values in the output\n"
+    "  --needles N          niah multikey / multivalue: needles, 2..8 (default 4)\n"
+    "  --pad-to N           gsm8k, bbh: pg-essays prose before the few-shot prompt until the\n"
+    "                       prompt has N tokens (SmallKV rebuttal; recorded as pad=N in the unit)\n"
+    "  --subsets LIST       longbench subsets scored by ROUGE-L (default multi_news; also\n"
+    "                       gov_report, qmsum when their files are in DATA/longbench/)\n"
+    "  --max-length N       longbench: prompt tokens kept, LongBench's middle truncation (first\n"
+    "                       and last N/2 tokens; default 3500)\n"
     "  --bbh-tasks LIST     (default date_understanding,logical_deduction_five_objects,\n"
     "                       tracking_shuffled_objects_five_objects,multistep_arithmetic_two)\n"
-    "  --max-new N          generated tokens at most (gsm8k, bbh: 256; passkey: 8)\n"
-    "  --chat               gsm8k, bbh: the few-shot prompt as one user turn of the model's chat\n"
-    "                       template, the answer in the assistant turn (for Instruct models)\n"
+    "  --max-new N          generated tokens at most (gsm8k, bbh: 256; passkey: 8; niah: 128;\n"
+    "                       longbench: the subset's dataset2maxlen.json value, 512 for multi_news)\n"
+    "  --chat               gsm8k, bbh, niah, longbench: the prompt as one user turn of the model's\n"
+    "                       chat template, the answer in the assistant turn (for Instruct models)\n"
     "  --data DIR           data folder (default $SKV_DATA_DIR or data; filled by\n"
     "                       scripts/fetch-data.sh)\n"
     "  --kv f16|f32         KV element type (default f16)\n"
     "  --threads N          OpenMP threads (default: all cores)\n"
     "  --batch N            cells decoded together per step (default 16); 1 steps them one by\n"
     "                       one and times each fidelity cell (for speed comparisons)\n"
-    "  --draft K            passkey, gsm8k, bbh: speculative decoding, the --slm model drafting\n"
+    "  --draft K            generation tasks: speculative decoding, the --slm model drafting\n"
     "                       up to K tokens a round (smallkv: its own SLM); each cell runs alone,\n"
     "                       is labelled POLICY+draftK and records LLM passes and accepted drafts;\n"
     "                       the answers are those without drafts (greedy, exact verify)\n"
@@ -90,6 +119,10 @@ static const char *EVAL_USAGE =
     "One exact prefill per unit serves every cell (derived sessions, see session.h).\n"
     "Records are written after every unit (atomic rewrite); progress and ETA go to stderr (a\n"
     "line per unit or per minute when stderr is not a terminal).\n"
+    "MPI (make MPI=1): mpirun -n N build/bin/smallkv-mpi eval TASK ... -o RESULTS.json gives the\n"
+    "pending units to the ranks in turn; rank K writes RESULTS.json.rankK, rank 0 merges them\n"
+    "into RESULTS.json at the end (the records of a one-process run, in its order); a rerun with\n"
+    "any rank count resumes from RESULTS.json and the shard files (depth: one process only).\n"
     "Policies and their options:\n";
 
 #define MAXL 64
@@ -106,7 +139,19 @@ typedef struct {
     int limit, tokens, prefill, max_new, threads, batch;
     int variants;                  /* passkey units per (length, depth) */
     int draft;                     /* generation tasks: speculative decoding with K drafts (0: off) */
-    bool chat;                     /* gsm8k, bbh: the prompt as one user turn of the chat template */
+    bool chat;                     /* gsm8k, bbh, niah, longbench: the prompt as one user turn of the chat template */
+    int niah_kinds[SKV_NIAH_KINDS], n_niah_kinds, needles;   /* niah */
+    int pad_to;                    /* gsm8k, bbh: prompt tokens with pg-essays padding (0: none) */
+    char *subsets[MAXL]; int n_subsets;   /* longbench */
+    int max_length;                /* longbench: middle truncation to this many tokens */
+    /* sharding (MPI): rank of size; done: what OUT.json and every shard file held at the start
+     * (size > 1; store is then this rank's shard file); pending units seen so far, and their
+     * "task|unit|" prefixes in order (the merge's order) */
+    int rank, size;
+    skv_eval_store *done;
+    int n_pending;
+    char **order; int n_order, cap_order;
+    int before;                    /* records at the start */
     const char *slm_depths, *write_profile;   /* depth task */
     double max_kl_rise;
     /* loaded */
@@ -181,6 +226,7 @@ static void fmt_dur(double s, char *b, size_t n) {
 }
 
 static void show_progress(eval_cfg *c, double unit_frac) {
+    if (c->rank > 0) return;   /* sharded: rank 0 shows its own share, tagged */
     const bool tty = isatty(2);
     static double last_line;   /* off a terminal: a line per unit, or per minute within one */
     if (!tty && unit_frac > 0 && skv_now() - last_line < 60) return;
@@ -189,7 +235,9 @@ static void show_progress(eval_cfg *c, double unit_frac) {
     char e1[32], e2[32];
     fmt_dur(el, e1, sizeof e1);
     fmt_dur(done > 0 ? el / done * (c->work_total - done) : -1, e2, sizeof e2);
-    fprintf(stderr, "%s[%s] %-40.40s %5.1f%%  elapsed %s  ETA %s   %s", tty ? "\r" : "", c->task,
+    char tag[64] = "";
+    if (c->size > 1) snprintf(tag, sizeof tag, " rank 0/%d", c->size);
+    fprintf(stderr, "%s[%s%s] %-40.40s %5.1f%%  elapsed %s  ETA %s   %s", tty ? "\r" : "", c->task, tag,
             c->unit_name ? c->unit_name : "", c->work_total > 0 ? 100.0 * done / c->work_total : 0, e1, e2,
             tty ? "" : "\n");
     fflush(stderr);
@@ -225,6 +273,47 @@ static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p,
              cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) || c->draft ? c->fp_slm.weight_hash : "-",
              uses_profile(c, p) ? c->prof_sha : "-", c->kv, compresses && c->ctx.budget_prompt ? "|base=prompt" : "",
              c->chat ? "|chat" : "", compresses && c->ctx.per_head ? "|gran=head" : "");
+}
+
+/* ------------------------------------------------------------------ units and shards */
+
+/* a record with this key exists: in this process's store, or (sharded) at the start */
+static bool have(const eval_cfg *c, const char *key) {
+    return skv_store_has(c->store, key) || (c->done && skv_store_has(c->done, key));
+}
+
+/* Whether a unit has cells to run, and whether this rank runs it. The decision only looks at
+ * what existed at the start (sharded: c->done; one process: the store, where a unit's
+ * records only appear once it ran), so every rank numbers the pending units alike: the i-th
+ * goes to rank i % size. A unit with nothing to run counts its cells as done work. */
+static bool take_unit(eval_cfg *c, const char *unit, const skv_eval_pol *const *pl, int npl, double work) {
+    bool pending = false;
+    for (int p = 0; p < npl && !pending; p++)
+        for (int b = 0; b < c->n_budgets && !pending; b++) {
+            if ((pl[p]->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
+            char key[512];
+            make_key(c, unit, pl[p], c->budgets[b], key, sizeof key);
+            pending = !skv_store_has(c->done ? c->done : c->store, key);
+        }
+    if (!pending) { c->work_done += work; return false; }
+    const int i = c->n_pending++;
+    if (c->n_order == c->cap_order) {
+        const int nc = c->cap_order ? 2 * c->cap_order : 64;
+        char **no = realloc(c->order, (size_t)nc * sizeof *no);
+        if (no) { c->order = no; c->cap_order = nc; }
+    }
+    if (c->n_order < c->cap_order) {
+        char pre[600];
+        snprintf(pre, sizeof pre, "%s|%s|", c->task, unit);
+        if ((c->order[c->n_order] = skv_strdup(pre))) c->n_order++;
+    }
+    return i % c->size == c->rank;
+}
+
+/* the grid's policies as a list (generation tasks) */
+static int grid_pols(const eval_cfg *c, const skv_eval_pol **pl) {
+    for (int i = 0; i < c->n_pols; i++) pl[i] = &c->pols[i];
+    return c->n_pols;
 }
 
 /* the policy's options by name, from its table */
@@ -433,6 +522,7 @@ static int run_fidelity(eval_cfg *c, bool calibration) {
         for (int d = 0; d < c->limit; d++) {
             char unit[128];
             snprintf(unit, sizeof unit, "%s#%d,N=%d,P=%d", c->corpora[ci], d, c->tokens, c->prefill);
+            if (!take_unit(c, unit, pl, npl, (double)steps * (1 + npl * c->n_budgets))) continue;
             skv_fid_cell cells[MAXL * MAXL / 4];
             char keys[MAXL * MAXL / 4][512];
             int n = 0;
@@ -441,7 +531,7 @@ static int run_fidelity(eval_cfg *c, bool calibration) {
                     if ((pl[p]->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
                     if (n == (int)(sizeof cells / sizeof *cells)) break;
                     make_key(c, unit, pl[p], c->budgets[b], keys[n], sizeof keys[n]);
-                    if (skv_store_has(c->store, keys[n])) continue;
+                    if (have(c, keys[n])) continue;
                     memset(&cells[n], 0, sizeof cells[n]);
                     cells[n].pol = pl[p];
                     cells[n].budget = c->budgets[b];
@@ -522,10 +612,15 @@ static bool passkey_stop(const char *text, void *u) {
     return *p != 0;   /* a non-digit after the first number */
 }
 
+/* what a generation unit's output is scored against: passkey, gsm8k, bbh: gold; niah: the
+ * asked values (recall); longbench: the reference answers (best ROUGE-L) */
+enum { GEN_PASSKEY = 0, GEN_GSM8K = 1, GEN_BBH = 2, GEN_NIAH = 3, GEN_LONGBENCH = 4 };
+typedef struct { const char *const *refs; int n_refs; } gen_refs;
+
 /* Run every pending cell of one unit (same context for all: one shared prefill, decoded
  * together) and store records. */
 static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *ctx, int n_ctx, const int *q, int n_q,
-                    int max_new, skv_eval_stop stop, const char *gold, int kind /* 0 passkey 1 gsm8k 2 bbh */) {
+                    int max_new, skv_eval_stop stop, void *stop_u, const char *gold, int kind, const gen_refs *refs) {
     skv_gen_cell cells[MAXL * MAXL / 4];
     char keys[MAXL * MAXL / 4][512];
     int n = 0, rc = CLI_OK;
@@ -535,7 +630,7 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
             if ((pol->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
             if (n == (int)(sizeof cells / sizeof *cells)) break;
             make_key(c, unit, pol, c->budgets[b], keys[n], sizeof keys[n]);
-            if (skv_store_has(c->store, keys[n])) { c->work_done += 1; continue; }
+            if (have(c, keys[n])) { c->work_done += 1; continue; }
             memset(&cells[n], 0, sizeof cells[n]);
             cells[n].pol = pol;
             cells[n].budget = c->budgets[b];
@@ -544,8 +639,8 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
     c->unit_name = unit;
     c->unit_work = n;
     const double t_unit = skv_now();
-    if (n && (c->draft ? skv_eval_generate_draft(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, NULL, c->draft)
-                       : skv_eval_generate_cells(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, NULL))) {
+    if (n && (c->draft ? skv_eval_generate_draft(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, stop_u, c->draft)
+                       : skv_eval_generate_cells(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, stop_u))) {
         cJSON_Delete(unit_json);
         return cli_fail(unit);
     }
@@ -554,15 +649,38 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
         const skv_eval_pol *pol = cells[i].pol;
         skv_gen_out *g = &cells[i].out;
         char pred[256] = "";
-        bool ok;
-        if (kind == 0) { skv_first_digits(g->text, pred, sizeof pred); ok = !strcmp(pred, gold); }
-        else if (kind == 1) { skv_extract_gsm8k(g->text, pred, sizeof pred); ok = !strcmp(pred, gold); }
-        else { skv_extract_bbh(g->text, pred, sizeof pred); ok = skv_bbh_match(pred, gold); }
+        bool ok = false;
+        double score = 0, rp = 0, rr = 0;
+        if (kind == GEN_PASSKEY) { skv_first_digits(g->text, pred, sizeof pred); ok = !strcmp(pred, gold); }
+        else if (kind == GEN_GSM8K) { skv_extract_gsm8k(g->text, pred, sizeof pred); ok = !strcmp(pred, gold); }
+        else if (kind == GEN_BBH) { skv_extract_bbh(g->text, pred, sizeof pred); ok = skv_bbh_match(pred, gold); }
+        else if (kind == GEN_NIAH) {
+            score = skv_recall_values(g->text, refs->refs, refs->n_refs);
+            ok = score == 1;
+            size_t o = 0;   /* the asked values found, in the order asked */
+            for (int k = 0; k < refs->n_refs; k++)
+                if (strcasestr(g->text, refs->refs[k]) && o + strlen(refs->refs[k]) + 2 < sizeof pred)
+                    o += (size_t)snprintf(pred + o, sizeof pred - o, "%s%s", o ? "," : "", refs->refs[k]);
+        } else {   /* LongBench: the best ROUGE-L F over the answers */
+            for (int k = 0; k < refs->n_refs; k++) {
+                double f, pp, rr2;
+                if (skv_rouge_l(g->text, refs->refs[k], &f, &pp, &rr2)) { rc = cli_fail(unit); f = pp = rr2 = 0; }
+                if (k == 0 || f > score) { score = f; rp = pp; rr = rr2; }
+            }
+        }
         cJSON *r = base_record(c, keys[i], pol, cells[i].budget, cJSON_Duplicate(unit_json, 1));
         cJSON *m = cJSON_AddObjectToObject(r, "metrics");
-        cJSON_AddBoolToObject(m, "correct", ok);
-        cJSON_AddStringToObject(m, "pred", pred);
-        cJSON_AddStringToObject(m, "gold", gold);
+        if (kind == GEN_LONGBENCH) {
+            cJSON_AddNumberToObject(m, "score", score);
+            cJSON_AddNumberToObject(m, "rouge_l", score);
+            cJSON_AddNumberToObject(m, "rouge_l_p", rp);
+            cJSON_AddNumberToObject(m, "rouge_l_r", rr);
+        } else {
+            cJSON_AddBoolToObject(m, "correct", ok);
+            if (kind == GEN_NIAH) { cJSON_AddNumberToObject(m, "score", score); cJSON_AddNumberToObject(m, "recall", score); }
+            cJSON_AddStringToObject(m, "pred", pred);
+            cJSON_AddStringToObject(m, "gold", gold);
+        }
         cJSON_AddNumberToObject(m, "prompt_tokens", n_ctx + n_q);
         cJSON_AddNumberToObject(m, "generated_tokens", g->n_gen);
         cJSON_AddStringToObject(m, "output", g->text);
@@ -605,23 +723,26 @@ static int run_passkey(eval_cfg *c) {
         for (int di = 0; di < c->n_depths && rc == CLI_OK; di++)
             for (int v = 0; v < c->variants && rc == CLI_OK; v++) {
                 int L = c->lengths[li], D = c->depths[di], key = skv_passkey_key(L, D, (unsigned)v + 1);
-                int *ctx = NULL, *q = NULL, nc, nq;
-                if (skv_passkey_build(c->llm->tok, filler, len, L, D, key, v % SKV_PASSKEY_PHRASINGS, &ctx, &nc, &q, &nq)) {
-                    rc = cli_fail("passkey");
-                    break;
-                }
                 /* variant 0 keeps the name (and unit JSON) of the single-variant runs, so their
                  * results files resume and their records still pair with new ones in reports */
                 char unit[64], gold[16];
                 if (v) snprintf(unit, sizeof unit, "len=%d,depth=%d,v=%d", L, D, v);
                 else snprintf(unit, sizeof unit, "len=%d,depth=%d", L, D);
+                const skv_eval_pol *pl[MAXL];
+                if (!take_unit(c, unit, pl, grid_pols(c, pl), n_cells(c))) continue;
+                int *ctx = NULL, *q = NULL, nc, nq;
+                if (skv_passkey_build(c->llm->tok, filler, len, L, D, key, v % SKV_PASSKEY_PHRASINGS, &ctx, &nc, &q, &nq)) {
+                    rc = cli_fail("passkey");
+                    break;
+                }
                 snprintf(gold, sizeof gold, "%d", key);
                 cJSON *uj = cJSON_CreateObject();
                 cJSON_AddNumberToObject(uj, "length", L);
                 cJSON_AddNumberToObject(uj, "depth", D);
                 if (v) cJSON_AddNumberToObject(uj, "variant", v);   /* absent: variant 0 */
                 cJSON_AddNumberToObject(uj, "context_tokens", nc);
-                rc = gen_unit(c, unit, uj, ctx, nc, q, nq, c->max_new > 0 ? c->max_new : 8, passkey_stop, gold, 0);
+                rc = gen_unit(c, unit, uj, ctx, nc, q, nq, c->max_new > 0 ? c->max_new : 8, passkey_stop, NULL, gold,
+                              GEN_PASSKEY, NULL);
                 free(ctx); free(q);
             }
     free(filler);
@@ -635,6 +756,67 @@ static char *concat3(const char *a, const char *b, const char *d) {
     return o;
 }
 
+/* A prompt text as token ids: plain (BOS when the tokenizer adds one), or with --chat as one
+ * user turn of the model's chat template, the assistant's header last (specials parsed).
+ * The count (*ids heap), or -1 + error. */
+static int encode_prompt(const eval_cfg *c, const char *text, int **ids) {
+    *ids = NULL;
+    if (!c->chat) return skv_eval_tokenize(c->llm->tok, text, strlen(text), skv_tok_add_bos(c->llm->tok), ids);
+    char *chat = skv_chat_prompt(c->llm->tok, NULL, text);
+    int n = chat ? skv_tokenize(c->llm->tok, chat, strlen(chat), true, NULL, 0) : -1;
+    if (n > 0 && (*ids = skv_malloc((size_t)n * sizeof(int), "token ids")))
+        n = skv_tokenize(c->llm->tok, chat, strlen(chat), true, *ids, n);
+    else if (n > 0) n = -1;
+    free(chat);
+    return n;
+}
+
+/* The tokens of pg-essays' first n_min tokens or more (no BOS), for padding and haystacks.
+ * Count (*out heap), or -1 + error. */
+static int filler_tokens(const eval_cfg *c, int n_min, int **out) {
+    size_t len;
+    char *text = skv_eval_corpus(c->data_dir, "pg-essays", &len);
+    if (!text) return -1;
+    size_t use = (size_t)n_min * 8 + 4096;
+    if (use > len) use = len;
+    int n = skv_eval_tokenize(c->llm->tok, text, use, false, out);
+    free(text);
+    if (n >= 0 && n < n_min) {
+        free(*out);
+        *out = NULL;
+        return skv_error("pg-essays has %d tokens, %d needed", n, n_min);
+    }
+    return n;
+}
+
+/* --pad-to: pg-essays prose (its first k tokens as text), a blank line, then the prompt
+ * text, k chosen so the encoded prompt has pad_to tokens (re-encoding can join tokens at the
+ * seam: a few rounds, keeping the longest that fits). The prompt as encode_prompt gives it;
+ * *pad the k used (0: the prompt alone is already that long). */
+static int pad_prompt(const eval_cfg *c, const int *fill, int n_fill, const char *text, int **ids, int *pad) {
+    *pad = 0;
+    const int n0 = encode_prompt(c, text, ids);
+    if (n0 < 0 || n0 >= c->pad_to) return n0;
+    free(*ids);
+    *ids = NULL;
+    int k = c->pad_to - n0 - 1, best = -1;
+    for (int round = 0; round < 8; round++) {
+        if (k > n_fill) { free(*ids); *ids = NULL; return skv_error("--pad-to %d: pg-essays too short", c->pad_to); }
+        char *p = skv_pad_text(c->llm->tok, fill, k), *full = p ? concat3(p, "\n\n", text) : NULL;
+        int *t = NULL;
+        const int n = full ? encode_prompt(c, full, &t) : -1;
+        free(p); free(full);
+        if (n < 0) { free(*ids); *ids = NULL; return -1; }
+        if (n <= c->pad_to && n > best) { free(*ids); *ids = t; best = n; *pad = k; }
+        else free(t);
+        if (n == c->pad_to) break;
+        k += c->pad_to - n;
+        if (k < 0) k = 0;
+    }
+    if (best < 0) return skv_error("--pad-to %d: no padding fits", c->pad_to);
+    return best;
+}
+
 static int run_text_task(eval_cfg *c, int kind) {
     char path[4400];
     int rc = CLI_OK;
@@ -642,70 +824,409 @@ static int run_text_task(eval_cfg *c, int kind) {
     const int ntask = kind == 1 ? 1 : c->n_bbh;
     c->work_total = (double)limit * ntask * n_cells(c);
     char *shots = NULL;
+    int *fill = NULL, n_fill = 0;
     if (skv_eval_need(c->data_dir, kind == 1 ? "gsm8k" : "bbh")) return cli_fail(NULL);
+    if (c->pad_to && (n_fill = filler_tokens(c, c->pad_to, &fill)) < 0) return cli_fail("--pad-to");
     if (kind == 1) {
         snprintf(path, sizeof path, "%.4000s/gsm8k/train.jsonl", c->data_dir);
-        if (!(shots = skv_gsm8k_fewshot(path, 4))) return cli_fail(NULL);
+        if (!(shots = skv_gsm8k_fewshot(path, 4))) { free(fill); return cli_fail(NULL); }
         snprintf(path, sizeof path, "%.4000s/gsm8k/test.jsonl", c->data_dir);
     }
+    const skv_eval_pol *pl[MAXL];
+    const int npl = grid_pols(c, pl);
     for (int t = 0; t < ntask && rc == CLI_OK; t++) {
-        if (kind == 2 && !(shots = skv_bbh_prompt(c->data_dir, c->bbh_tasks[t]))) return cli_fail(NULL);
+        if (kind == 2 && !(shots = skv_bbh_prompt(c->data_dir, c->bbh_tasks[t]))) { free(fill); return cli_fail(NULL); }
         for (int i = 0; i < limit && rc == CLI_OK; i++) {
             char *in = NULL, *gold = NULL;
             int r = kind == 1 ? skv_gsm8k_item(path, i, &in, &gold) : skv_bbh_item(c->data_dir, c->bbh_tasks[t], i, &in, &gold);
             if (r > 0) break;
             if (r < 0) { rc = cli_fail(NULL); break; }
+            /* the padded prompt is another unit: its own name (and key); unpadded as before */
+            char unit[160];
+            if (c->pad_to) snprintf(unit, sizeof unit, "%s#%d,pad=%d", kind == 1 ? "test" : c->bbh_tasks[t], i, c->pad_to);
+            else snprintf(unit, sizeof unit, "%s#%d", kind == 1 ? "test" : c->bbh_tasks[t], i);
+            if (!take_unit(c, unit, pl, npl, n_cells(c))) { free(in); free(gold); continue; }
             char *prompt = kind == 1 ? concat3(shots, "Question: ", in) : concat3(shots, "\n\nQ: ", in);
             char *full = prompt ? concat3(prompt, kind == 1 ? "\nAnswer:" : "\nA: Let's think step by step.", "") : NULL;
-            int *ids = NULL, n = -1;
-            if (full && c->chat) {   /* one user turn, the assistant's header last; specials parsed */
-                char *chat = skv_chat_prompt(c->llm->tok, NULL, full);
-                int need = chat ? skv_tokenize(c->llm->tok, chat, strlen(chat), true, NULL, 0) : -1;
-                if (need > 1 && (ids = skv_malloc((size_t)need * sizeof(int), "token ids")))
-                    n = skv_tokenize(c->llm->tok, chat, strlen(chat), true, ids, need);
-                free(chat);
-            } else if (full) {
-                n = skv_eval_tokenize(c->llm->tok, full, strlen(full), skv_tok_add_bos(c->llm->tok), &ids);
-            }
+            int *ids = NULL, n = -1, pad = 0;
+            if (full) n = c->pad_to ? pad_prompt(c, fill, n_fill, full, &ids, &pad) : encode_prompt(c, full, &ids);
             if (n < 2) { rc = cli_fail("prompt"); }
             else {
-                char unit[160];
-                snprintf(unit, sizeof unit, "%s#%d", kind == 1 ? "test" : c->bbh_tasks[t], i);
                 cJSON *uj = cJSON_CreateObject();
                 cJSON_AddStringToObject(uj, "subset", kind == 1 ? "test" : c->bbh_tasks[t]);
                 cJSON_AddNumberToObject(uj, "index", i);
+                if (c->pad_to) {
+                    cJSON_AddNumberToObject(uj, "pad_to", c->pad_to);
+                    cJSON_AddNumberToObject(uj, "pad_tokens", pad);
+                }
                 /* the prompt's last token is fed as a decode step (query after compression) */
                 rc = gen_unit(c, unit, uj, ids, n - 1, ids + n - 1, 1, c->max_new > 0 ? c->max_new : 256,
-                              kind == 1 ? skv_gsm8k_stop : skv_bbh_stop, gold, kind);
+                              kind == 1 ? skv_gsm8k_stop : skv_bbh_stop, NULL, gold, kind, NULL);
             }
             free(ids); free(full); free(prompt); free(in); free(gold);
         }
         if (kind == 2) { free(shots); shots = NULL; }
     }
     free(shots);
+    free(fill);
+    return rc;
+}
+
+/* The chat template around a user text, as tokens: *pre the head (up to the text), *mid the
+ * rest (end of the turn, the assistant's header). 0 or -1 + error. */
+static int chat_wrap(const eval_cfg *c, int **pre, int *n_pre, int **mid, int *n_mid) {
+    static const char MARK[] = "\x01SKV-USER-TEXT\x01";
+    *pre = *mid = NULL;
+    char *chat = skv_chat_prompt(c->llm->tok, NULL, MARK);
+    char *at = chat ? strstr(chat, MARK) : NULL;
+    if (!at) { free(chat); return chat ? skv_error("chat template: the user text is not in it") : -1; }
+    *at = 0;
+    const char *tail = at + strlen(MARK);
+    int rc = -1;
+    for (int k = 0; k < 2; k++) {
+        const char *s = k ? tail : chat;
+        int **o = k ? mid : pre, *no = k ? n_mid : n_pre;
+        *no = skv_tokenize(c->llm->tok, s, strlen(s), true, NULL, 0);
+        if (*no < 0 || !(*o = skv_malloc((size_t)*no * sizeof(int) + 1, "chat tokens"))) goto done;
+        if (skv_tokenize(c->llm->tok, s, strlen(s), true, *o, *no) != *no) { skv_error("tokenizer: inconsistent counts"); goto done; }
+    }
+    rc = 0;
+done:
+    free(chat);
+    if (rc) { free(*pre); free(*mid); *pre = *mid = NULL; }
+    return rc;
+}
+
+/* niah: per kind, length, depth and variant one unit; the prompt is exactly the length, its
+ * last token fed as a decode step (the question is in the prefill, as RULER's prompt has it) */
+static int run_niah(eval_cfg *c) {
+    int max_len = 0;
+    for (int i = 0; i < c->n_lengths; i++) if (c->lengths[i] > max_len) max_len = c->lengths[i];
+    int *fill = NULL, *pre = NULL, *mid = NULL, n_pre = 0, n_mid = 0, bos;
+    const int n_fill = filler_tokens(c, max_len, &fill);
+    if (n_fill < 0) return cli_fail("niah");
+    if (c->chat) {
+        if (chat_wrap(c, &pre, &n_pre, &mid, &n_mid)) { free(fill); return cli_fail("niah --chat"); }
+    } else if (skv_tok_add_bos(c->llm->tok)) {
+        bos = skv_tok_bos(c->llm->tok);
+        pre = skv_malloc(sizeof(int), "bos");
+        if (!pre) { free(fill); return cli_fail(NULL); }
+        pre[0] = bos;
+        n_pre = 1;
+    }
+    const skv_niah_wrap wrap = {.pre = pre, .n_pre = n_pre, .mid = mid, .n_mid = n_mid};
+    c->work_total = (double)c->n_niah_kinds * c->n_lengths * c->n_depths * c->variants * n_cells(c);
+    const skv_eval_pol *pl[MAXL];
+    const int npl = grid_pols(c, pl);
+    int rc = CLI_OK;
+    for (int ki = 0; ki < c->n_niah_kinds && rc == CLI_OK; ki++)
+        for (int li = 0; li < c->n_lengths && rc == CLI_OK; li++)
+            for (int di = 0; di < c->n_depths && rc == CLI_OK; di++)
+                for (int v = 0; v < c->variants && rc == CLI_OK; v++) {
+                    const skv_niah_kind kind = (skv_niah_kind)c->niah_kinds[ki];
+                    const int L = c->lengths[li], D = c->depths[di];
+                    const int needles = kind == SKV_NIAH_SINGLE ? 1 : c->needles;
+                    char unit[160];
+                    if (kind == SKV_NIAH_SINGLE) snprintf(unit, sizeof unit, "single,len=%d,depth=%d,v=%d", L, D, v);
+                    else snprintf(unit, sizeof unit, "%s%d,len=%d,depth=%d,v=%d", skv_niah_kind_name(kind), needles, L, D, v);
+                    if (!take_unit(c, unit, pl, npl, n_cells(c))) continue;
+                    skv_niah_unit u;
+                    if (skv_niah_build(c->llm->tok, fill, n_fill, &wrap, kind, L, D, needles, skv_niah_seed(kind, L, D, v), &u)) {
+                        rc = cli_fail(unit);
+                        break;
+                    }
+                    const char *refs[SKV_NIAH_MAX_NEEDLES];
+                    char gold[SKV_NIAH_MAX_NEEDLES * (SKV_NIAH_VALUE_DIGITS + 1) + 1] = "";
+                    for (int k = 0; k < u.n_gold; k++) {
+                        refs[k] = u.values[k];
+                        strcat(gold, k ? "," : "");
+                        strcat(gold, u.values[k]);
+                    }
+                    cJSON *uj = cJSON_CreateObject(), *nd = cJSON_CreateArray();
+                    cJSON_AddStringToObject(uj, "kind", skv_niah_kind_name(kind));
+                    cJSON_AddNumberToObject(uj, "length", L);
+                    cJSON_AddNumberToObject(uj, "depth", D);
+                    cJSON_AddNumberToObject(uj, "variant", v);
+                    cJSON_AddNumberToObject(uj, "needles", needles);
+                    cJSON_AddStringToObject(uj, "query", u.query);
+                    for (int k = 0; k < u.n_needles; k++) {
+                        cJSON *o = cJSON_CreateObject();
+                        cJSON_AddStringToObject(o, "key", u.keys[k]);
+                        cJSON_AddStringToObject(o, "value", u.values[k]);
+                        cJSON_AddNumberToObject(o, "depth", u.depth_pct[k]);
+                        cJSON_AddNumberToObject(o, "token", u.pos[k]);
+                        cJSON_AddItemToArray(nd, o);
+                    }
+                    cJSON_AddItemToObject(uj, "needle_list", nd);
+                    cJSON_AddNumberToObject(uj, "context_tokens", u.n_prompt);
+                    const gen_refs gr = {.refs = refs, .n_refs = u.n_gold};
+                    int want = u.n_gold;
+                    rc = gen_unit(c, unit, uj, u.prompt, u.n_prompt - 1, u.prompt + u.n_prompt - 1, 1,
+                                  c->max_new > 0 ? c->max_new : 128, skv_niah_stop, &want, gold, GEN_NIAH, &gr);
+                    skv_niah_free(&u);
+                }
+    free(fill); free(pre); free(mid);
+    return rc;
+}
+
+/* longbench: per subset its first --limit records, LongBench's prompt (template, middle
+ * truncation to --max-length tokens, --chat), greedy up to the subset's generation length */
+static int run_longbench(eval_cfg *c) {
+    const int limit = c->limit > 0 ? c->limit : 20;
+    c->work_total = (double)limit * c->n_subsets * n_cells(c);
+    const skv_eval_pol *pl[MAXL];
+    const int npl = grid_pols(c, pl);
+    int rc = CLI_OK;
+    for (int si = 0; si < c->n_subsets && rc == CLI_OK; si++) {
+        char *tmpl = NULL;
+        int max_gen = 0;
+        cJSON *recs = skv_longbench_load(c->data_dir, c->subsets[si], &tmpl, &max_gen);
+        if (!recs) {
+            if (!strcmp(c->subsets[si], "multi_news")) skv_eval_need(c->data_dir, "multi_news");   /* say how to get it */
+            return cli_fail("longbench");
+        }
+        const int n_rec = cJSON_GetArraySize(recs);
+        for (int i = 0; i < limit && i < n_rec && rc == CLI_OK; i++) {
+            char unit[160];
+            snprintf(unit, sizeof unit, "%s#%d,max_length=%d", c->subsets[si], i, c->max_length);
+            if (!take_unit(c, unit, pl, npl, n_cells(c))) continue;
+            const cJSON *rec = cJSON_GetArrayItem(recs, i), *ans = cJSON_GetObjectItemCaseSensitive(rec, "answers");
+            int n_full = 0, *ids = NULL;
+            char *prompt = skv_format_fields(tmpl, rec);
+            char *cut = prompt ? skv_longbench_truncate(c->llm->tok, prompt, c->max_length, &n_full) : NULL;
+            const int n = cut ? encode_prompt(c, cut, &ids) : -1;
+            if (n < 2) {
+                rc = cli_fail(unit);
+            } else {
+                const char *refs[64];
+                int nr = 0;
+                const cJSON *a;
+                cJSON_ArrayForEach(a, ans) if (nr < 64) refs[nr++] = a->valuestring;
+                cJSON *uj = cJSON_CreateObject();
+                cJSON_AddStringToObject(uj, "subset", c->subsets[si]);
+                cJSON_AddNumberToObject(uj, "index", i);
+                const cJSON *id = cJSON_GetObjectItemCaseSensitive(rec, "_id"), *len = cJSON_GetObjectItemCaseSensitive(rec, "length");
+                if (cJSON_IsString(id)) cJSON_AddStringToObject(uj, "id", id->valuestring);
+                if (cJSON_IsNumber(len)) cJSON_AddNumberToObject(uj, "length_words", len->valuedouble);
+                cJSON_AddNumberToObject(uj, "max_length", c->max_length);
+                cJSON_AddNumberToObject(uj, "prompt_tokens_full", n_full);
+                cJSON_AddBoolToObject(uj, "truncated", n_full > c->max_length);
+                cJSON_AddItemToObject(uj, "answers", cJSON_Duplicate(ans, 1));
+                const gen_refs gr = {.refs = refs, .n_refs = nr};
+                rc = gen_unit(c, unit, uj, ids, n - 1, ids + n - 1, 1, c->max_new > 0 ? c->max_new : max_gen, NULL, NULL,
+                              refs[0], GEN_LONGBENCH, &gr);
+            }
+            free(ids); free(cut); free(prompt);
+        }
+        cJSON_Delete(recs);
+        free(tmpl);
+    }
     return rc;
 }
 
 /* ------------------------------------------------------------------ main */
 
+/* ------------------------------------------------------------------ shards */
+
+/* The shard files of out (out.rankK, K digits), sorted by K; *names heap (each heap). */
+static int shard_files(const char *out, char ***names) {
+    *names = NULL;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", out);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : out;
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    if (slash && slash == dir) snprintf(dir, sizeof dir, "/");
+    char pre[4200];
+    snprintf(pre, sizeof pre, "%s.rank", base);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0, cap = 0;
+    long *ranks = NULL;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const size_t l = strlen(pre);
+        if (strncmp(e->d_name, pre, l) || !e->d_name[l]) continue;
+        const char *k = e->d_name + l;
+        if (strspn(k, "0123456789") != strlen(k) || strlen(k) > 9) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            char **nn = realloc(*names, (size_t)cap * sizeof *nn);
+            long *nr = realloc(ranks, (size_t)cap * sizeof *nr);
+            if (nn) *names = nn;
+            if (nr) ranks = nr;
+            if (!nn || !nr) break;
+        }
+        char path[8400];
+        snprintf(path, sizeof path, "%s%s%s", slash ? dir : "", slash ? (strcmp(dir, "/") ? "/" : "") : "", e->d_name);
+        if (!((*names)[n] = skv_strdup(path))) break;
+        ranks[n++] = atol(k);
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++)   /* by rank */
+        for (int j = i; j > 0 && ranks[j] < ranks[j - 1]; j--) {
+            long r = ranks[j]; ranks[j] = ranks[j - 1]; ranks[j - 1] = r;
+            char *t = (*names)[j]; (*names)[j] = (*names)[j - 1]; (*names)[j - 1] = t;
+        }
+    free(ranks);
+    return n;
+}
+
+static void free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* Fold the shard files into out's records: the records of unit order[0], then order[1], ...
+ * (each from every shard, shards by rank, within a shard in its order), then any others, a
+ * later key replacing an earlier one; out is saved atomically, then the shard files are
+ * removed (all stay when one cannot be read). 0 or -1 + error. */
+static int merge_shards(const char *out, char *const *order, int n_order, int *merged_records) {
+    char **names = NULL;
+    const int ns = shard_files(out, &names);
+    *merged_records = 0;
+    if (ns <= 0) { free_names(names, ns > 0 ? ns : 0); return 0; }
+    skv_eval_store *m = skv_store_open(NULL), *prev = access(out, F_OK) == 0 ? skv_store_load(out) : NULL;
+    skv_eval_store **sh = skv_calloc((size_t)ns, sizeof *sh, "shards");
+    int rc = -1;
+    if (!m || !sh || (access(out, F_OK) == 0 && !prev)) goto done;
+    if (prev && skv_store_merge(m, prev)) goto done;
+    for (int i = 0; i < ns; i++)
+        if (!(sh[i] = skv_store_load(names[i]))) goto done;
+    /* taken[i][j]: record j of shard i is in m already */
+    for (int u = 0; u <= n_order; u++) {
+        for (int i = 0; i < ns; i++) {
+            cJSON *r;
+            cJSON_ArrayForEach(r, sh[i]->records) {
+                if (cJSON_GetObjectItemCaseSensitive(r, "_merged")) continue;
+                const char *key = cJSON_GetObjectItemCaseSensitive(r, "key")->valuestring;
+                if (u < n_order && strncmp(key, order[u], strlen(order[u]))) continue;
+                cJSON *dup = cJSON_Duplicate(r, 1);
+                if (!dup || skv_store_add(m, dup)) goto done;
+                cJSON_AddTrueToObject(r, "_merged");
+                (*merged_records)++;
+            }
+        }
+    }
+    if (!(m->path = skv_strdup(out)) || skv_store_save(m)) goto done;
+    for (int i = 0; i < ns; i++) unlink(names[i]);
+    rc = 0;
+done:
+    if (rc) skv_error_prefix("merging the shard files of %s", out);
+    if (sh) for (int i = 0; i < ns; i++) skv_store_free(sh[i]);
+    free(sh);
+    skv_store_free(prev);
+    skv_store_free(m);
+    free_names(names, ns);
+    return rc;
+}
+
+/* Where records go and what counts as done. One process: out itself (shard files left by
+ * an interrupted sharded run merged into it first). Sharded (size > 1): c->done holds out's
+ * and every shard file's records as they are now, c->store is this rank's shard file.
+ * 0 or -1 + error. */
+static int open_stores(eval_cfg *c) {
+    if (c->size <= 1) {
+        int merged = 0;
+        if (merge_shards(c->out, NULL, 0, &merged)) return -1;
+        if (merged) fprintf(stderr, "smallkv: merged %d records from the shard files of %s\n", merged, c->out);
+        if (!(c->store = skv_store_open(c->out))) return -1;
+        c->before = skv_store_count(c->store);
+        return 0;
+    }
+    if (!(c->done = skv_store_open(NULL))) return -1;
+    if (access(c->out, F_OK) == 0) {
+        skv_eval_store *o = skv_store_load(c->out);
+        if (!o || skv_store_merge(c->done, o)) { skv_store_free(o); return -1; }
+        c->before = skv_store_count(o);
+        skv_store_free(o);
+    }
+    char **names = NULL;
+    const int ns = shard_files(c->out, &names);
+    for (int i = 0; i < ns; i++) {
+        skv_eval_store *o = skv_store_load(names[i]);
+        if (!o || skv_store_merge(c->done, o)) { skv_store_free(o); free_names(names, ns); return -1; }
+        skv_store_free(o);
+    }
+    free_names(names, ns);
+    char shard[4400];
+    snprintf(shard, sizeof shard, "%.4300s.rank%d", c->out, c->rank);
+    return (c->store = skv_store_open(shard)) ? 0 : -1;
+}
+
+/* sharded: every rank's flag, combined (MPI_MIN of ok / MPI_MAX of a code) */
+static int all_min(const eval_cfg *c, int v) {
+#ifdef SKV_MPI
+    int r = v;
+    if (c->size > 1) MPI_Allreduce(&v, &r, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return r;
+#else
+    (void)c;
+    return v;
+#endif
+}
+static int all_max(const eval_cfg *c, int v) {
+#ifdef SKV_MPI
+    int r = v;
+    if (c->size > 1) MPI_Allreduce(&v, &r, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return r;
+#else
+    (void)c;
+    return v;
+#endif
+}
+
 static void free_cfg(eval_cfg *c) {
     for (int i = 0; i < c->n_pols; i++) free(c->pol_specs[i]);
     for (int i = 0; i < c->n_corpora; i++) free(c->corpora[i]);
     for (int i = 0; i < c->n_bbh; i++) free(c->bbh_tasks[i]);
+    for (int i = 0; i < c->n_subsets; i++) free(c->subsets[i]);
+    free_names(c->order, c->n_order);
+    skv_store_free(c->done);
     skv_store_free(c->store);
     skv_profile_free(c->prof);
     skv_model_free(c->slm);
     skv_model_free(c->llm);
 }
 
-int cmd_eval(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "report")) return cmd_eval_report(argc - 1, argv + 1);
+/* stderr of a rank > 0, silenced while the arguments are checked (-1: not silenced) */
+static int g_restore_stderr = -1;
+
+/* Open the results (open_stores), load the models and the profile. 0 or -1 (message printed). */
+static int eval_setup(eval_cfg *c, bool need_slm) {
+    if (open_stores(c)) { cli_fail(NULL); return -1; }
+    if (!(c->llm = cli_load(c->llm_path))) return -1;
+    if (!c->llm->tok) { fprintf(stderr, "smallkv: %s has no tokenizer\n", c->llm_path); return -1; }
+    if (skv_fp_from_model(c->llm, false, &c->fp_llm)) { cli_fail(c->llm_path); return -1; }
+    if (need_slm) {
+        if (!(c->slm = cli_load(c->slm_path))) return -1;
+        if (skv_fp_from_model(c->slm, false, &c->fp_slm)) { cli_fail(c->slm_path); return -1; }
+        if (strcmp(c->fp_slm.tokenizer_hash, c->fp_llm.tokenizer_hash)) {
+            fprintf(stderr, "smallkv: SLM %s and LLM %s do not share a tokenizer\n", c->slm_path, c->llm_path);
+            return -1;
+        }
+    }
+    if (c->profile_path) {
+        if (!(c->prof = skv_profile_load(c->profile_path))) { cli_fail(NULL); return -1; }
+        if (c->slm && skv_profile_check_models(c->prof, &c->fp_slm, &c->fp_llm)) { cli_fail(c->profile_path); return -1; }
+        if (skv_sha256_file(c->profile_path, c->prof_sha)) { cli_fail(NULL); return -1; }
+    }
+    return 0;
+}
+
+static int eval_main(int argc, char **argv, int rank, int size) {
+    if (argc >= 2 && !strcmp(argv[1], "report")) return rank ? CLI_OK : cmd_eval_report(argc - 1, argv + 1);
     eval_cfg c;
     memset(&c, 0, sizeof c);
+    c.rank = rank;
+    c.size = size;
     c.kv = "f16";
     c.tokens = 2048; c.prefill = 512; c.batch = 16; c.variants = 3;
     c.max_kl_rise = 0.05;
-    bool tokens_given = false;
+    c.needles = 4; c.max_length = 3500;
+    bool tokens_given = false, lengths_given = false, variants_given = false;
+    const char *niah_kinds = "single,multikey,multivalue", *subsets = "multi_news";
     c.data_dir = getenv("SKV_DATA_DIR") && *getenv("SKV_DATA_DIR") ? getenv("SKV_DATA_DIR") : "data";
     const char *pols = "full,streamingllm,h2o,snapkv,pyramidkv,adakv,smallkv", *budgets = "0.05,0.1,0.2,0.4";
     const char *corpora = "wikitext2,pg-essays", *lengths = "1024,2048,4096", *depths = "0,25,50,75,100";
@@ -743,7 +1264,12 @@ int cmd_eval(int argc, char **argv) {
             if (ok) c.ctx.budget_prompt = !strcmp(v, "prompt");
         }
         else if (!strcmp(a, "--corpora")) ok = cli_str(argc, argv, &i, &corpora);
-        else if (!strcmp(a, "--lengths")) ok = cli_str(argc, argv, &i, &lengths);
+        else if (!strcmp(a, "--lengths")) { ok = cli_str(argc, argv, &i, &lengths); lengths_given = true; }
+        else if (!strcmp(a, "--niah-kinds")) ok = cli_str(argc, argv, &i, &niah_kinds);
+        else if (!strcmp(a, "--needles")) ok = cli_int(argc, argv, &i, 2, SKV_NIAH_MAX_NEEDLES, &c.needles);
+        else if (!strcmp(a, "--pad-to")) ok = cli_int(argc, argv, &i, 16, 1 << 20, &c.pad_to);
+        else if (!strcmp(a, "--subsets")) ok = cli_str(argc, argv, &i, &subsets);
+        else if (!strcmp(a, "--max-length")) ok = cli_int(argc, argv, &i, 16, 1 << 20, &c.max_length);
         else if (!strcmp(a, "--depths")) ok = cli_str(argc, argv, &i, &depths);
         else if (!strcmp(a, "--bbh-tasks")) ok = cli_str(argc, argv, &i, &bbh);
         else if (!strcmp(a, "--slm-depths")) ok = cli_str(argc, argv, &i, &c.slm_depths);
@@ -769,7 +1295,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--chat")) c.chat = true;
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &c.threads);
         else if (!strcmp(a, "--batch")) ok = cli_int(argc, argv, &i, 1, 64, &c.batch);
-        else if (!strcmp(a, "--variants")) ok = cli_int(argc, argv, &i, 1, 8, &c.variants);
+        else if (!strcmp(a, "--variants")) { ok = cli_int(argc, argv, &i, 1, 8, &c.variants); variants_given = true; }
         else if (!strcmp(a, "--draft")) ok = cli_int(argc, argv, &i, 0, 10, &c.draft);
         else if (a[0] == '-' && a[1] == '-' && skv_policy_any_option(a + 2)) {
             /* a policy option: the default of every cell whose policy has it */
@@ -795,11 +1321,16 @@ int cmd_eval(int argc, char **argv) {
         if (!tokens_given) c.tokens = 1024;
         c.batch = 1;
     }
+    if (c.task && !strcmp(c.task, "niah")) {   /* RULER's lengths; one unit per cell */
+        if (!lengths_given) lengths = "4096,8192,16384,32768";
+        if (!variants_given) c.variants = 1;
+    }
     int rc = CLI_USAGE;
     const char *why = NULL;
     if (!c.task) why = "missing TASK";
     else if (strcmp(c.task, "fidelity") && strcmp(c.task, "passkey") && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh") &&
-             strcmp(c.task, "calibration") && strcmp(c.task, "depth")) why = "unknown TASK";
+             strcmp(c.task, "calibration") && strcmp(c.task, "depth") && strcmp(c.task, "niah") && strcmp(c.task, "longbench"))
+        why = "unknown TASK";
     else if (!c.llm_path) why = "missing --llm";
     else if (!c.out) why = "missing -o RESULTS.json";
     else if (strcmp(c.kv, "f16") && strcmp(c.kv, "f32")) why = "--kv must be f16 or f32";
@@ -814,6 +1345,25 @@ int cmd_eval(int argc, char **argv) {
         for (int i = 0; i < c.n_lengths; i++) c.lengths[i] = (int)tmp[i];
         if (!why && (c.n_depths = split_num(depths, tmp, MAXL, 0, 100)) <= 0) why = "bad --depths (0..100)";
         for (int i = 0; i < c.n_depths; i++) c.depths[i] = (int)tmp[i];
+    }
+    if (!why) {   /* niah kinds, longbench subsets */
+        char *parts[MAXL];
+        const int n = split(niah_kinds, parts, SKV_NIAH_KINDS * 4);
+        if (n <= 0) why = "bad --niah-kinds (single,multikey,multivalue)";
+        for (int i = 0; i < (n > 0 ? n : 0); i++) {
+            const int k = skv_niah_kind_parse(parts[i]);
+            bool dup = false;
+            for (int j = 0; j < c.n_niah_kinds; j++) dup |= c.niah_kinds[j] == k;
+            if (k < 0 || dup) why = "bad --niah-kinds (single,multikey,multivalue, each once)";
+            else if (c.n_niah_kinds < SKV_NIAH_KINDS) c.niah_kinds[c.n_niah_kinds++] = k;
+            free(parts[i]);
+        }
+        if (!why && (c.n_subsets = split(subsets, c.subsets, MAXL)) <= 0) why = "bad --subsets";
+        for (int i = 0; !why && i < c.n_subsets; i++)
+            if (strcmp(c.subsets[i], "multi_news") && strcmp(c.subsets[i], "gov_report") && strcmp(c.subsets[i], "qmsum"))
+                why = "--subsets: the ROUGE-L subsets multi_news, gov_report, qmsum";
+        if (!why && c.pad_to && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh")) why = "--pad-to is for gsm8k and bbh";
+        if (!why && c.size > 1 && !strcmp(c.task, "depth")) why = "eval depth runs in one process (not under mpirun)";
     }
     if (why) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: %s", why); }
     /* without a profile the head mapping is matched online by default */
@@ -833,14 +1383,15 @@ int cmd_eval(int argc, char **argv) {
             snprintf(c.pols[i].label + l, sizeof c.pols[i].label - l, "+draft%d", c.draft);
         }
     }
-    if (c.chat && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh")) {
+    if (c.chat && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh") && strcmp(c.task, "niah") && strcmp(c.task, "longbench")) {
         free_cfg(&c);
-        return cli_usage_error(EVAL_USAGE, "eval: --chat is for gsm8k and bbh");
+        return cli_usage_error(EVAL_USAGE, "eval: --chat is for gsm8k, bbh, niah and longbench");
     }
     if (c.draft) {
-        if (strcmp(c.task, "passkey") && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh")) {
+        if (strcmp(c.task, "passkey") && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh") && strcmp(c.task, "niah") &&
+            strcmp(c.task, "longbench")) {
             free_cfg(&c);
-            return cli_usage_error(EVAL_USAGE, "eval: --draft is for the generation tasks (passkey, gsm8k, bbh)");
+            return cli_usage_error(EVAL_USAGE, "eval: --draft is for the generation tasks (passkey, gsm8k, bbh, niah, longbench)");
         }
         need_slm = true;   /* the drafter */
     }
@@ -848,23 +1399,14 @@ int cmd_eval(int argc, char **argv) {
     if (c.limit <= 0 && (!strcmp(c.task, "fidelity") || !strcmp(c.task, "calibration") || !strcmp(c.task, "depth"))) c.limit = 1;
     cli_set_threads(c.threads);
     git_commit(c.git, sizeof c.git);
+    if (g_restore_stderr >= 0) { fflush(stderr); dup2(g_restore_stderr, 2); }   /* arguments fine: errors speak again */
     rc = CLI_ERR;
-    if (!(c.store = skv_store_open(c.out))) { cli_fail(NULL); goto done; }
-    if (!(c.llm = cli_load(c.llm_path))) goto done;
-    if (!c.llm->tok) { fprintf(stderr, "smallkv: %s has no tokenizer\n", c.llm_path); goto done; }
-    if (skv_fp_from_model(c.llm, false, &c.fp_llm)) { cli_fail(c.llm_path); goto done; }
-    if (need_slm) {
-        if (!(c.slm = cli_load(c.slm_path))) goto done;
-        if (skv_fp_from_model(c.slm, false, &c.fp_slm)) { cli_fail(c.slm_path); goto done; }
-        if (strcmp(c.fp_slm.tokenizer_hash, c.fp_llm.tokenizer_hash)) {
-            fprintf(stderr, "smallkv: SLM %s and LLM %s do not share a tokenizer\n", c.slm_path, c.llm_path);
-            goto done;
-        }
-    }
-    if (c.profile_path) {
-        if (!(c.prof = skv_profile_load(c.profile_path))) { cli_fail(NULL); goto done; }
-        if (c.slm && skv_profile_check_models(c.prof, &c.fp_slm, &c.fp_llm)) { cli_fail(c.profile_path); goto done; }
-        if (skv_sha256_file(c.profile_path, c.prof_sha)) { cli_fail(NULL); goto done; }
+    /* every rank sets up, then all agree before any unit runs (the shard files are read by
+     * all before any is written) */
+    const int started = eval_setup(&c, need_slm) == 0;
+    if (all_min(&c, started) == 0) {
+        if (started) fprintf(stderr, "smallkv: eval: rank %d: another rank failed to start\n", c.rank);
+        goto done;
     }
     c.ctx.llm = c.llm;
     c.ctx.slm = c.slm;
@@ -874,18 +1416,66 @@ int cmd_eval(int argc, char **argv) {
     c.ctx.T_max = 256;
     c.ctx.batch = c.batch;
     c.t_start = skv_now();
-    int before = skv_store_count(c.store);
     if (!strcmp(c.task, "fidelity")) rc = run_fidelity(&c, false);
     else if (!strcmp(c.task, "calibration")) rc = run_fidelity(&c, true);
     else if (!strcmp(c.task, "depth")) rc = run_depth(&c);
     else if (!strcmp(c.task, "passkey")) rc = run_passkey(&c);
     else if (!strcmp(c.task, "gsm8k")) rc = run_text_task(&c, 1);
-    else rc = run_text_task(&c, 2);
-    if (isatty(2)) fputc('\n', stderr);
-    if (rc == CLI_OK)
-        printf("%s: %d records (%d new) in %.1f s\n", c.out, skv_store_count(c.store), skv_store_count(c.store) - before,
+    else if (!strcmp(c.task, "bbh")) rc = run_text_task(&c, 2);
+    else if (!strcmp(c.task, "niah")) rc = run_niah(&c);
+    else rc = run_longbench(&c);
+    if (isatty(2) && c.rank == 0) fputc('\n', stderr);
+    if (c.size > 1) {
+        /* every rank has written its shard: rank 0 folds them into the results file, in the
+         * order of the units (what finished is kept even when a rank failed) */
+        const int worst = all_max(&c, rc);
+        int merged = 0, mrc = 0;
+        if (c.rank == 0 && merge_shards(c.out, c.order, c.n_order, &merged)) mrc = cli_fail(NULL);
+#ifdef SKV_MPI
+        MPI_Bcast(&mrc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+#endif
+        if (rc == CLI_OK && worst != CLI_OK) {
+            if (c.rank == 0) fprintf(stderr, "smallkv: eval: another rank failed\n");
+            rc = worst;
+        }
+        if (rc == CLI_OK && mrc) rc = mrc;
+        if (rc == CLI_OK && c.rank == 0) {
+            skv_eval_store *m = skv_store_open(c.out);
+            const int total = m ? skv_store_count(m) : 0;
+            skv_store_free(m);
+            printf("%s: %d records (%d new) in %.1f s, %d ranks\n", c.out, total, total - c.before, skv_now() - c.t_start,
+                   c.size);
+        }
+    } else if (rc == CLI_OK) {
+        printf("%s: %d records (%d new) in %.1f s\n", c.out, skv_store_count(c.store), skv_store_count(c.store) - c.before,
                skv_now() - c.t_start);
+    }
 done:
     free_cfg(&c);
     return rc;
+}
+
+/* The command: one process, or (SKV_MPI) one rank of several: ranks other than 0 print no
+ * usage errors and no results line (stdout goes to /dev/null there), and show no progress. */
+int cmd_eval(int argc, char **argv) {
+#ifdef SKV_MPI
+    int inited = 0, rank = 0, size = 1;
+    MPI_Initialized(&inited);
+    if (!inited) MPI_Init(NULL, NULL);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int saved_err = -1;
+    if (rank > 0) {   /* rank 0 speaks for all about the arguments */
+        fflush(stdout); fflush(stderr);
+        const int dn = open("/dev/null", O_WRONLY);
+        if (dn >= 0) { dup2(dn, 1); saved_err = dup(2); dup2(dn, 2); close(dn); }
+    }
+    g_restore_stderr = saved_err;
+    const int rc = eval_main(argc, argv, rank, size);
+    if (saved_err >= 0) { fflush(stderr); dup2(saved_err, 2); close(saved_err); }
+    if (!inited) MPI_Finalize();
+    return rc;
+#else
+    return eval_main(argc, argv, 0, 1);
+#endif
 }

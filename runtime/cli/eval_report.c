@@ -3,7 +3,10 @@
  *   fidelity / calibration  steps-weighted mean KL, top-1 and NLL (ppl = exp(mean NLL)),
  *                           mean over documents of the per-document p95 KL;
  *   passkey / gsm8k / bbh   accuracy = correct / units (a passkey cell: every length, depth
- *                           and variant).
+ *                           and variant; gsm8k / bbh padded with --pad-to: a group per pad);
+ *   niah / longbench        mean score over units (niah: recall of the asked values, a group
+ *                           per kind and length, depths together; longbench: ROUGE-L F, a
+ *                           group per subset and --max-length).
  * With 95 % intervals (bootstrap.h): percentile bootstrap (2000 replicates, fixed seed) of the
  * mean KL over documents (steps-weighted) and of an accuracy's difference from the full
  * cache's on the same units (paired); Wilson's interval of an accuracy.
@@ -27,7 +30,7 @@ static const char *REPORT_USAGE =
 typedef struct {
     char task[24], group[192], policy[128];
     double budget;
-    double steps, kl, p95, top1, nll, nll_full, agree, agree_full, hot, cold, slmc, sps, slm_sps;
+    double steps, kl, p95, top1, nll, nll_full, agree, agree_full, hot, cold, slmc, sps, slm_sps, score;
     int docs, n, correct, n_agree, n_sps;
     /* per unit, for the intervals: its key (the record's unit as JSON), value and weight */
     char **ukey; double *ux, *uw; int un, ucap;
@@ -104,6 +107,9 @@ static void cells_free(cells *cs) {
 
 #define CI_REPS 2000
 #define CI_SEED 0x5EEDULL
+
+/* the tasks scored by a mean score in [0, 1] rather than an accuracy */
+static bool scored_task(const char *task) { return !strcmp(task, "niah") || !strcmp(task, "longbench"); }
 
 /* "lo - hi" of a cell's mean KL over its documents, or "-" with fewer than 2 */
 static void kl_ci_str(char *buf, size_t n, const cell *c) {
@@ -354,6 +360,14 @@ int cmd_eval_report(int argc, char **argv) {
         if (!strcmp(task, "fidelity") || !strcmp(task, "calibration"))
             snprintf(group, sizeof group, "%s, %s N=%d P=%d", llm, jstr(u, "corpus"), (int)jnum(u, "tokens"), (int)jnum(u, "prefill"));
         else if (!strcmp(task, "passkey")) snprintf(group, sizeof group, "%s", llm);
+        else if (!strcmp(task, "niah") && !strcmp(jstr(u, "kind"), "single"))
+            snprintf(group, sizeof group, "%s, single, %d tokens", llm, (int)jnum(u, "length"));
+        else if (!strcmp(task, "niah"))
+            snprintf(group, sizeof group, "%s, %s x%d, %d tokens", llm, jstr(u, "kind"), (int)jnum(u, "needles"), (int)jnum(u, "length"));
+        else if (!strcmp(task, "longbench"))
+            snprintf(group, sizeof group, "%s, %s, max length %d", llm, jstr(u, "subset"), (int)jnum(u, "max_length"));
+        else if (!isnan(jnum(u, "pad_to")))   /* gsm8k / bbh --pad-to: a group of its own */
+            snprintf(group, sizeof group, "%s, %s, padded to %d tokens", llm, jstr(u, "subset"), (int)jnum(u, "pad_to"));
         else snprintf(group, sizeof group, "%s, %s", llm, jstr(u, "subset"));
         cell *c = get(&cs, task, group, jstr(r, "policy"), jnum(r, "budget"));
         if (!c) { skv_store_free(all); cells_free(&cs); return cli_fail("report"); }
@@ -378,6 +392,12 @@ int cmd_eval_report(int argc, char **argv) {
                 if (!isnan(slm)) c->slm_sps += slm / st;
             }
             if (!isnan(jnum(m, "map_agreement"))) { c->agree += jnum(m, "map_agreement"); c->agree_full += jnum(m, "map_agreement_full"); c->n_agree++; }
+        } else if (scored_task(task)) {
+            const double sc = jnum(m, "score");
+            c->score += isnan(sc) ? 0 : sc;
+            if (add_unit(c, u, isnan(sc) ? 0 : sc, 1)) { skv_store_free(all); cells_free(&cs); return cli_fail(NULL); }
+            double h = jnum(mem, "hot_bytes");
+            if (!isnan(h)) c->hot += h;
         } else {
             const int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "correct"));
             c->correct += ok;
@@ -398,8 +418,8 @@ int cmd_eval_report(int argc, char **argv) {
                "accuracy: Wilson score interval; \"vs full\": accuracy minus the full cache's on the same units in "
                "points, paired bootstrap; \"inside\": that interval holds 0, so this sample does not tell the two "
                "apart.\n\n", CI_REPS);
-    const char *tasks[] = {"fidelity", "calibration", "passkey", "gsm8k", "bbh"};
-    for (int t = 0; t < 5; t++) {
+    const char *tasks[] = {"fidelity", "calibration", "passkey", "gsm8k", "bbh", "niah", "longbench"};
+    for (int t = 0; t < 7; t++) {
         int any = 0;
         for (int i = 0; i < cs.n; i++) any |= !strcmp(cs.c[i].task, tasks[t]);
         if (!any) continue;
@@ -425,6 +445,9 @@ int cmd_eval_report(int argc, char **argv) {
                     if (w > 0) {
                         /* table first, plot link after it: remember to print the link below */
                     }
+                } else if (scored_task(tasks[t])) {
+                    fprintf(f, "\n**%s**\n\n| policy | budget | n | mean %s | 95%% CI | vs full [95%% CI] | hot KiB (mean) |\n"
+                               "|---|---:|---:|---:|---:|---:|---:|\n", c->group, t == 5 ? "recall" : "ROUGE-L");
                 } else {
                     fprintf(f, "\n**%s**\n\n| policy | budget | n | accuracy | 95%% CI | vs full [95%% CI] | hot KiB (mean) |\n"
                                "|---|---:|---:|---:|---:|---:|---:|\n", c->group);
@@ -453,6 +476,16 @@ int cmd_eval_report(int argc, char **argv) {
                     group_file_name(gname, sizeof gname, c->group);
                     fprintf(f, "\n![%s %s](%s-%s-%s.svg)\n", tasks[t], c->group, base_name(base), tasks[t], gname);
                 }
+            } else if (scored_task(tasks[t])) {
+                /* the mean score in points, a percentile bootstrap over units, the paired
+                 * difference from the full cache */
+                char ci[64], dv[96];
+                double lo, hi;
+                if (c->un < 2 || skv_bootstrap_ci(c->ux, NULL, c->un, CI_REPS, 0.05, CI_SEED, &lo, &hi)) snprintf(ci, sizeof ci, "-");
+                else snprintf(ci, sizeof ci, "%.1f - %.1f", 100 * lo, 100 * hi);
+                diff_str(dv, sizeof dv, c, full_of(&cs, c));
+                fprintf(f, "| %s | %g | %d | %.1f | %s | %s | %.0f |\n", c->policy, c->budget, c->n, 100.0 * c->score / c->n, ci, dv,
+                        c->hot / c->n / 1024);
             } else {
                 char ci[64], dv[96];
                 double wl, wh;

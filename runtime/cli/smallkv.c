@@ -25,7 +25,7 @@ static const char *USAGE =
     "                                 OpenAI-compatible HTTP server (chat, completions)\n"
     "  eval TASK --llm MODEL [--slm S --profile P] -o RESULTS.json\n"
     "                                 evaluate policies and budgets (fidelity, passkey, gsm8k,\n"
-    "                                 bbh, calibration); resumable\n"
+    "                                 bbh, niah, longbench, calibration, depth); resumable\n"
     "  eval report RESULTS.json ... -o REPORT.md\n"
     "                                 tables and plots from evaluation results\n"
     "MODEL is a GGUF file or a Hugging Face directory (config.json + *.safetensors).\n"
