@@ -6,13 +6,16 @@
  *     vecdot_pack.c) and the 8-row groups ("x8", vecdot_x8.c: what a model load uses); and
  *     the batched-decode GEMV at T = 4 where T = 4 is below the type's GEMM crossover;
  *   - prefill GEMM (T = 512): effective GFLOP/s = 2*rows*cols*T / time;
- *   - decode attention at S = 2048/4096 (fp16 cache).
+ *   - decode attention at S = 2048/4096 (fp16 cache);
+ *   - an SLM's decode attention with its last row (Qwen2.5-0.5B shapes, S = 2048 / 8192) over
+ *     fp16 and quantised caches (q8, k8v4, q4).
  * Built by `make` (build/bin/bench_kernels).
  * Run: OMP_NUM_THREADS=2 build/bin/bench_kernels
  *      OMP_NUM_THREADS=1 build/bin/bench_kernels --gemv [reps]   decode GEMV only (T = 1, the
  *      model shapes, no GEMM/attention), best of `reps` timed passes (default 5): the
  *      single-thread kernel throughput to compare two builds side by side;
  *      `--gemv reps hot`: one copy of each matrix (cache-resident), the instruction-bound rate.
+ *      `--attention`: the attention rows only.
  *      SKV_CPU=avx2 pins the AVX2 kernels where the CPU would use AVX-512 VNNI ones. */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@
 #include "kernels/cpu/vecdot.h"
 #include "runtime/model/model.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/kvquant.h"
 #include "common/util.h"
 #include "read_probe.h"
 
@@ -168,6 +172,39 @@ static void bench_attention(int S, int H, int Hkv, int d) {
     free(k); free(v); free(q); free(o);
 }
 
+/* An SLM's decode attention (its last row written, as SmallKV's guide asks) over an fp16
+ * cache and over quantised rows (kernels/cpu/kvquant.h): time and bytes of KV read. */
+static void bench_attention_slm(int S, int H, int Hkv, int d, int kb, int vb) {
+    skv_attn_args a = {.T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = S - 1, .S_cap = S, .kv_f16 = true,
+                       .k_bits = kb, .v_bits = vb};
+    const size_t rows = (size_t)Hkv * S, rk = skv_attn_row_bytes(&a, false), rv = skv_attn_row_bytes(&a, true);
+    uint8_t *k = malloc(rows * rk), *v = malloc(rows * rv);
+    float *x = malloc(sizeof(float) * d);
+    for (size_t r = 0; r < rows; r++)
+        for (int kv = 0; kv < 2; kv++) {
+            for (int i = 0; i < d; i++) x[i] = frand();
+            const int bits = kv ? vb : kb;
+            uint8_t *dst = (kv ? v : k) + r * (kv ? rv : rk);
+            if (bits) skv_kvq_quantize_row(dst, x, d, bits);
+            else skv_kv_store(dst, true, 0, x, d);
+        }
+    float *q = malloc(sizeof(float) * H * d), *o = malloc(sizeof(float) * H * d), *lr = calloc((size_t)H * S, sizeof(float));
+    for (int i = 0; i < H * d; i++) q[i] = frand();
+    a.lastrow = lr;
+    skv_attention(o, q, k, v, &a);
+    int iters = 100;
+    double t0 = skv_now();
+    for (int i = 0; i < iters; i++) skv_attention(o, q, k, v, &a);
+    double dt = (skv_now() - t0) / iters;
+    char name[16];
+    if (!kb) snprintf(name, sizeof name, "f16");
+    else if (kb == vb) snprintf(name, sizeof name, "q%d", kb);
+    else snprintf(name, sizeof name, "k%dv%d", kb, vb);
+    printf("SLM attention decode %-5s S=%d H=%d Hkv=%d d=%d: %7.1f us, %6.1f KiB of KV (%.2f x fp16)\n", name, S, H, Hkv,
+           d, dt * 1e6, rows * (rk + rv) / 1024.0, (double)(rk + rv) / (4.0 * d));
+    free(k); free(v); free(x); free(q); free(o); free(lr);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--gemv") == 0) {
         gemv_only = 1;
@@ -175,7 +212,9 @@ int main(int argc, char **argv) {
         if (gemv_reps < 1) gemv_reps = 1;
         gemv_hot = argc > 3 && strcmp(argv[3], "hot") == 0;
     }
+    const bool attention_only = argc > 1 && strcmp(argv[1], "--attention") == 0;
     printf("threads: %d\n", omp_get_max_threads());
+    if (attention_only) goto attention;
     double bw = skv_read_probe(5) / 1e9;
     printf("streaming read bandwidth: %.1f GB/s\n", bw);
     bench_shape(SKV_Q5_0, 4864, 896, bw, 1);     /* qwen2.5-0.5b ffn gate/up */
@@ -191,8 +230,15 @@ int main(int argc, char **argv) {
     bench_shape(SKV_F16, 4864, 896, bw, 0);      /* qwen2.5-0.5b ffn gate/up from HF safetensors */
     bench_shape(SKV_BF16, 4864, 896, bw, 0);
     if (gemv_only) return 0;
+attention:
     bench_attention(2048, 14, 2, 64);
     bench_attention(4096, 14, 2, 64);
     bench_attention(4096, 12, 2, 128);
+    for (int S = 2048; S <= 8192; S *= 4) {   /* Qwen2.5-0.5B's shapes, as SmallKV's SLM */
+        bench_attention_slm(S, 14, 2, 64, 0, 0);
+        bench_attention_slm(S, 14, 2, 64, 8, 8);
+        bench_attention_slm(S, 14, 2, 64, 8, 4);
+        bench_attention_slm(S, 14, 2, 64, 4, 4);
+    }
     return 0;
 }
