@@ -4,13 +4,14 @@
  * and skv_attention_team come here when either is set.
  *
  * One task = one KV head and one query row (or, with colsum, one KV head and all its rows
- * in order, so colsum is race-free): each key row is dequantised once into an fp32 buffer
- * and used there by the grp = H / Hkv query heads of the KV head (scores), then softmax per
- * head, then each value row is dequantised once and added into the grp outputs. The
+ * in order, so colsum is race-free): key rows are dequantised 8 at a time into an fp32 tile
+ * and used there by the grp = H / Hkv query heads of the KV head (8 scores per head reduced
+ * together, skv_dot8_keys), then softmax per head, then value rows are dequantised 8 at a
+ * time and added into each head's output 32 columns at a time, in registers over the tile. The
  * arithmetic of a task does not depend on the thread running it, so the results are the
  * same for any thread count. Reference: skv_attention_q_ref (dequantise the cache, then
- * skv_attention_ref). Workspace per thread: grp score rows of S + 8 floats and two rows of
- * d floats. */
+ * skv_attention_ref). Workspace per thread: grp score rows of S + 8 floats and a tile of
+ * 8 rows of d floats. */
 #include "attention.h"
 #include "kvquant.h"
 #include "simd_math.h"
@@ -23,7 +24,7 @@
 
 static size_t per_thread_floats(const skv_attn_args *a) {
     const size_t S = (size_t)a->pos0 + (size_t)a->T, grp = (size_t)(a->H / a->Hkv);
-    return (grp * (S + 8) + 2 * (size_t)a->d + 15) & ~(size_t)15;
+    return (grp * (S + 8) + 8 * (size_t)a->d + 15) & ~(size_t)15;   /* score rows, a tile of QT = 8 rows */
 }
 
 size_t skv_attention_q_ws_floats(const skv_attn_args *a, int nth) { return (size_t)nth * per_thread_floats(a); }
@@ -43,31 +44,62 @@ static inline float dot_row(const float *q, const float *k, int d) {
 }
 
 /* rows t of the KV head kvh: its grp query heads' outputs and score rows */
+#define QT 8   /* keys dequantised together into a tile */
+
 static void q_rows(float *out, const float *q, const uint8_t *K, const uint8_t *V, const skv_attn_args *a, int kvh,
                    int t, float *ws) {
     const int H = a->H, d = a->d, grp = a->H / a->Hkv;
     const size_t rk = skv_attn_row_bytes(a, false), rv = skv_attn_row_bytes(a, true), S = (size_t)a->pos0 + (size_t)a->T;
     const float scale = 1.0f / sqrtf((float)d);
-    float *kb = ws + (size_t)grp * (S + 8), *vb = kb + d;
-    const int n = a->pos0 + t + 1;
-    for (int k = 0; k < n; k++) {
-        load_row(kb, K + (size_t)k * rk, d, a->k_bits, a->kv_f16);
+    float *tile = ws + (size_t)grp * (S + 8);   /* (QT, d) */
+    const int n = a->pos0 + t + 1, n8 = n & ~(QT - 1);
+    const float *qh = q + ((size_t)t * H + (size_t)kvh * grp) * d;   /* (grp, d) */
+    float *oh = out + ((size_t)t * H + (size_t)kvh * grp) * d;
+    /* scores: QT keys at a time dequantised once, each head's 8 dots reduced together */
+    const __m256 vsc = _mm256_set1_ps(scale);
+    for (int k = 0; k < n8; k += QT) {
+        for (int j = 0; j < QT; j++) load_row(tile + (size_t)j * d, K + (size_t)(k + j) * rk, d, a->k_bits, a->kv_f16);
         for (int g = 0; g < grp; g++)
-            ws[(size_t)g * (S + 8) + k] = dot_row(q + ((size_t)t * H + kvh * grp + g) * d, kb, d) * scale;
+            _mm256_storeu_ps(ws + (size_t)g * (S + 8) + k, _mm256_mul_ps(skv_dot8_keys(qh + (size_t)g * d, tile, false, 0, d), vsc));
+    }
+    for (int k = n8; k < n; k++) {
+        load_row(tile, K + (size_t)k * rk, d, a->k_bits, a->kv_f16);
+        for (int g = 0; g < grp; g++) ws[(size_t)g * (S + 8) + k] = dot_row(qh + (size_t)g * d, tile, d) * scale;
     }
     for (int g = 0; g < grp; g++) {
         float *p = ws + (size_t)g * (S + 8);
         const float inv = 1.0f / skv_exp_sum(p, n, skv_max_row(p, n));
         for (int k = 0; k < n; k++) p[k] *= inv;
-        memset(out + ((size_t)t * H + kvh * grp + g) * d, 0, (size_t)d * sizeof(float));
+        memset(oh + (size_t)g * d, 0, (size_t)d * sizeof(float));
     }
-    for (int k = 0; k < n; k++) {
-        load_row(vb, V + (size_t)k * rv, d, a->v_bits, a->kv_f16);
+    /* out += p V: a tile of values dequantised once; per head 32 columns in registers over
+     * the tile's keys */
+    for (int k = 0; k < n; k += QT) {
+        const int nk = n - k < QT ? n - k : QT;
+        for (int j = 0; j < nk; j++) load_row(tile + (size_t)j * d, V + (size_t)(k + j) * rv, d, a->v_bits, a->kv_f16);
         for (int g = 0; g < grp; g++) {
-            float *o = out + ((size_t)t * H + kvh * grp + g) * d;
-            const __m256 pk = _mm256_set1_ps(ws[(size_t)g * (S + 8) + k]);
-            for (int i = 0; i < d; i += 8)
-                _mm256_storeu_ps(o + i, _mm256_fmadd_ps(pk, _mm256_loadu_ps(vb + i), _mm256_loadu_ps(o + i)));
+            const float *p = ws + (size_t)g * (S + 8) + k;
+            float *o = oh + (size_t)g * d;
+            int i = 0;
+            for (; i + 32 <= d; i += 32) {
+                __m256 c0 = _mm256_loadu_ps(o + i), c1 = _mm256_loadu_ps(o + i + 8);
+                __m256 c2 = _mm256_loadu_ps(o + i + 16), c3 = _mm256_loadu_ps(o + i + 24);
+                for (int j = 0; j < nk; j++) {
+                    const __m256 pk = _mm256_broadcast_ss(p + j);
+                    const float *v = tile + (size_t)j * d + i;
+                    c0 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(v), c0);
+                    c1 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(v + 8), c1);
+                    c2 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(v + 16), c2);
+                    c3 = _mm256_fmadd_ps(pk, _mm256_loadu_ps(v + 24), c3);
+                }
+                _mm256_storeu_ps(o + i, c0); _mm256_storeu_ps(o + i + 8, c1);
+                _mm256_storeu_ps(o + i + 16, c2); _mm256_storeu_ps(o + i + 24, c3);
+            }
+            for (; i < d; i += 8) {
+                __m256 c = _mm256_loadu_ps(o + i);
+                for (int j = 0; j < nk; j++) c = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(tile + (size_t)j * d + i), c);
+                _mm256_storeu_ps(o + i, c);
+            }
         }
     }
     for (int g = 0; g < grp; g++) {
