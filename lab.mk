@@ -118,13 +118,16 @@ eval-gsm8k-rest: $(SKV) | data
 # memory, added to section 11's records (results/qwen-equal-memory.json, the same documents):
 # the SLM cache to depth 23 is 41 % of the LLM's full cache in fp16, 21.8 % in q8, 17.3 % in
 # k8v4 (8-bit keys, 4-bit values), 12.8 % in q4; so ~20 % in total: q4 at 10 % hot, k8v4 at
-# 5 %; ~32 %: q8 at 10 %; ~51 %: q8 at 30 %, k8v4 at 35 %. Each cell prefills itself (a
-# quantised SLM cache changes the SLM's own prefill); resumable
+# 5 %; ~32 %: q8 at 10 %; ~51 %: q8 at 30 %, k8v4 at 35 %; and Quest (page bounds 6.25 %)
+# and H2O at the same device totals (22.7 / 31.7 / 51.5 %). Each SmallKV cell prefills itself
+# (a quantised SLM cache changes the SLM's own prefill); resumable
 eval-slmkv-equal-memory: $(SKV) | data
 	@mkdir -p results
 	$(EQMEM) --policies smallkv:slmkv=q4,smallkv:slmkv=q8 --budgets 0.1
 	$(EQMEM) --policies smallkv:slmkv=k8v4 --budgets 0.05,0.35
 	$(EQMEM) --policies smallkv:slmkv=q8 --budgets 0.3
+	$(EQMEM) --policies quest --budgets 0.165,0.255,0.45
+	$(EQMEM) --policies h2o --budgets 0.227,0.317,0.518
 
 # GSM8K at equal total device memory (docs/results.md section 15), 100 problems: SmallKV
 # score=now at 10 % hot with its SLM cache compressed (slmb) to 24 %, 20 % in total, against
