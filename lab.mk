@@ -49,7 +49,7 @@ QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --thr
 # the newer evaluations (sections 11-14 of docs/results.md) run the default (8-row group) layout
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED)
 
-.PHONY: eval-paper eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
+.PHONY: eval-paper eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -128,6 +128,15 @@ eval-slmkv-equal-memory: $(SKV) | data
 	$(EQMEM) --policies smallkv:slmkv=q8 --budgets 0.3
 	$(EQMEM) --policies quest --budgets 0.165,0.255,0.45
 	$(EQMEM) --policies h2o --budgets 0.227,0.317,0.518
+
+# Long contexts (issue 43; docs/lab/long-context-tasks.md): RULER-style needles, one key and
+# four keys with one asked, at 10 % hot; NIAH_LENGTHS=4096 for the shorter half (a 4K unit
+# prefills the pair in about 2 min on 2 cores, an 8K one in about 5); resumable
+NIAH_LENGTHS ?= 4096,8192
+eval-niah: $(SKV) | data
+	@mkdir -p results
+	$(QEVAL_PACKED) niah --niah-kinds single,multikey --lengths $(NIAH_LENGTHS) --depths 10,50,90 \
+	  --policies full,smallkv,smallkv:slmkv=k8v4,quest,snapkv,h2o --budgets 0.1 -o results/qwen-niah.json
 
 # GSM8K at equal total device memory (docs/results.md section 15), 100 problems: SmallKV
 # score=now at 10 % hot with its SLM cache compressed (slmb) to 24 %, 20 % in total, against
