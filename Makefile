@@ -165,7 +165,7 @@ $(BUILD)/bin/%: $(BUILD)/examples/%.o $(LIB)
 #     smallkv_* API (smallkv.map) and records its own dependencies (libgomp, zstd, cJSON, m)
 #   $(PREFIX)/include/smallkv.h                 the public header, nothing else
 #   $(PREFIX)/lib/pkgconfig/smallkv.pc          from smallkv.pc.in, with PREFIX substituted
-#   $(PREFIX)/bin/{smallkv,calibrate,mapgen}    the tools
+#   $(PREFIX)/bin/{smallkv,calibrate,mapgen}    the tools (MPI=1: also smallkv-mpi)
 # DESTDIR is put in front of every path (a staging root for packagers); smallkv.pc names
 # PREFIX alone. The shared library is built only for install (or `make shared`), from -fPIC
 # copies of the library's objects in $(BUILD)/pic/: the archive, the tools and the tests keep
