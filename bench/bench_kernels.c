@@ -185,8 +185,7 @@ static void bench_attention_slm(int S, int H, int Hkv, int d, int kb, int vb) {
             for (int i = 0; i < d; i++) x[i] = frand();
             const int bits = kv ? vb : kb;
             uint8_t *dst = (kv ? v : k) + r * (kv ? rv : rk);
-            if (bits) skv_kvq_quantize_row(dst, x, d, bits);
-            else skv_kv_store(dst, true, 0, x, d);
+            skv_kv_store_any(dst, x, d, bits, true);
         }
     float *q = malloc(sizeof(float) * H * d), *o = malloc(sizeof(float) * H * d), *lr = calloc((size_t)H * S, sizeof(float));
     for (int i = 0; i < H * d; i++) q[i] = frand();

@@ -30,6 +30,11 @@ void skv_kv_store(void *cache, bool f16, size_t off, const float *src, int d) {
     }
 }
 
+void skv_kv_store_any(void *row, const float *src, int d, int bits, bool f16) {
+    if (bits) skv_kvq_quantize_row(row, src, d, bits);
+    else skv_kv_store(row, f16, 0, src, d);
+}
+
 /* The new key / value row pos0 of KV head h (a->knew, a->vnew) into the caches. */
 static void store_new_row(void *kc, void *vc, const skv_attn_args *a, int h) {
     const size_t off = ((size_t)h * a->S_cap + (size_t)a->pos0) * a->d;

@@ -37,6 +37,9 @@ void skv_attention_window(float *out, const float *q, const void *kc, const void
 void skv_attention_team(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws);
 /* Store d floats of src at element offset off of a cache (fp16 when f16, else fp32). */
 void skv_kv_store(void *cache, bool f16, size_t off, const float *src, int d);
+/* Store one cache row of d values at row: quantised to bits (8 / 4, kvquant.h), else fp16 /
+ * fp32 as f16 says. */
+void skv_kv_store_any(void *row, const float *src, int d, int bits, bool f16);
 
 /* Bytes of one K (v false) or V (v true) cache row, one token of one KV head. */
 size_t skv_attn_row_bytes(const skv_attn_args *a, bool v);

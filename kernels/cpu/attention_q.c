@@ -122,10 +122,8 @@ void skv_attention_q_team(float *out, const float *q, void *kc, void *vc, const 
         for (int h = 0; h < Hkv; h++) {
             uint8_t *kr = (uint8_t *)kc + (size_t)h * head_k + (size_t)a->pos0 * rk;
             uint8_t *vr = (uint8_t *)vc + (size_t)h * head_v + (size_t)a->pos0 * rv;
-            if (a->k_bits) skv_kvq_quantize_row(kr, a->knew + (size_t)h * d, d, a->k_bits);
-            else skv_kv_store(kr, a->kv_f16, 0, a->knew + (size_t)h * d, d);
-            if (a->v_bits) skv_kvq_quantize_row(vr, a->vnew + (size_t)h * d, d, a->v_bits);
-            else skv_kv_store(vr, a->kv_f16, 0, a->vnew + (size_t)h * d, d);
+            skv_kv_store_any(kr, a->knew + (size_t)h * d, d, a->k_bits, a->kv_f16);
+            skv_kv_store_any(vr, a->vnew + (size_t)h * d, d, a->v_bits, a->kv_f16);
         }
     }
     float *mine = ws + (size_t)omp_get_thread_num() * per_thread_floats(a);

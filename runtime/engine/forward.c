@@ -177,13 +177,9 @@ static void cache_write(const skv_state *s, bool v, void *cache, const float *sr
     const int S_cap = s->S_cap, bits = v ? s->v_bits : s->k_bits;
     const size_t rb = v ? s->v_row_bytes : s->k_row_bytes;
     for (int t = 0; t < T; t++)
-        for (int h = 0; h < Hkv; h++) {
-            const size_t row = (size_t)h * S_cap + pos0 + t;
-            if (bits)
-                skv_kvq_quantize_row((uint8_t *)cache + row * rb, src + ((size_t)t * Hkv + h) * d, d, bits);
-            else
-                skv_kv_store(cache, s->kv_f16, row * d, src + ((size_t)t * Hkv + h) * d, d);
-        }
+        for (int h = 0; h < Hkv; h++)
+            skv_kv_store_any((uint8_t *)cache + ((size_t)h * S_cap + pos0 + t) * rb, src + ((size_t)t * Hkv + h) * d, d,
+                             bits, s->kv_f16);
 }
 
 /* ------------------------------------------------------------------ the block, any family

@@ -26,6 +26,7 @@ static const char *const mapping_names[] = {"profile", "online", NULL};
 static const char *const split_names[] = {"fixed", "adaptive", "small", NULL};
 static const char *const score_names[] = {"acc", "now", "mean", NULL};
 static const char *const slm_kv_names[] = {"f16", "q8", "q4", "k8v4", NULL};
+static const int slm_kv_bits[][2] = {{0, 0}, {8, 8}, {4, 4}, {8, 4}};   /* K, V bits of each name */
 
 #define O(f) offsetof(skv_smallkv_opts, f)
 static const skv_opt_desc smallkv_opt_table[] = {
@@ -500,8 +501,7 @@ static int sk_init(skv_policy *p, const skv_policy_env *env) {
     p->slm = (skv_slm_need){.depth = slm_depth(o, env, p->L, p->H), .compress = env->prefill_base ? 0 : o->slm_budget,
                             .as_session = o->slm_session && !env->prefill_base, .sinks = o->sinks,
                             .reduce = o->reduce, .draft_colsum = o->score != SKV_SLM_SCORE_NOW,
-                            .k_bits = o->slm_kv == 1 || o->slm_kv == 3 ? 8 : o->slm_kv == 2 ? 4 : 0,
-                            .v_bits = o->slm_kv == 1 ? 8 : o->slm_kv >= 2 ? 4 : 0,
+                            .k_bits = slm_kv_bits[o->slm_kv][0], .v_bits = slm_kv_bits[o->slm_kv][1],
                             /* this step's rows are all score=now reads once the map is known */
                             .rows_only = o->score == SKV_SLM_SCORE_NOW && !online && !env->prefill_base};
     if (!online && !env->prefill_base && set_map(p, env->map)) return -1;
