@@ -49,7 +49,7 @@ QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --thr
 # the newer evaluations (sections 11-14 of docs/results.md) run the default (8-row group) layout
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED)
 
-.PHONY: eval-paper eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
+.PHONY: eval-length-speed eval-paper eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -152,6 +152,25 @@ eval-niah: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL_PACKED) niah --niah-kinds single,multikey --lengths $(NIAH_LENGTHS) --depths 10,50,90 \
 	  --policies full,smallkv,smallkv:slmkv=k8v4,quest,snapkv,h2o --budgets 0.1 -o results/qwen-niah.json
+
+# Decode cost against context length (issue 43; docs/performance.md "Cost against context
+# length"): per length one pg-essays document, prefilled once (the pair) and derived into
+# every cell, then 64 teacher-forced decode steps, each cell stepped alone and timed
+# (--batch 1), bytes by tier in each record; the quantised-SLM-cache cell prefills itself
+# (up to LENGTH_SPEED_QMAX tokens). Each length's peak RSS goes to results/qwen-length-rss.txt
+# (/usr/bin/time). Run it on an otherwise idle machine; resumable; ~1 h on 2 cores to 16K.
+LENGTH_SPEED_LENGTHS ?= 2048 4096 8192 16384
+LENGTH_SPEED_QMAX ?= 8192
+LENGTH_SPEED_POLICIES ?= full,h2o,quest,smallkv
+eval-length-speed: $(SKV) | data
+	@mkdir -p results
+	@for L in $(LENGTH_SPEED_LENGTHS); do \
+	  pols="$(LENGTH_SPEED_POLICIES)"; [ $$L -le $(LENGTH_SPEED_QMAX) ] && pols="$$pols,smallkv:slmkv=k8v4"; \
+	  echo "== $$L tokens: $$pols"; \
+	  /usr/bin/time -f "$$L tokens: peak RSS %M KiB, %e s" -a -o results/qwen-length-rss.txt \
+	    $(QEVAL_SPEED) fidelity --corpora pg-essays --tokens $$((L + 65)) --prefill $$L --batch 1 \
+	    --policies $$pols --budgets 0.1 -o results/qwen-length-speed.json || exit 1; \
+	done
 
 # GSM8K at equal total device memory (docs/results.md section 15), 100 problems: SmallKV
 # score=now at 10 % hot with its SLM cache compressed (slmb) to 24 %, 20 % in total, against
