@@ -7,7 +7,8 @@ moves per tier and divides by that tier's bandwidth, checks the matmul FLOPs aga
 compute roof, and adds a fixed per-layer overhead:
 
   HBM bytes / step = LLM weights + B x (LLM K/V read: hot tier, or the whole cache for full)
-                     [+ B x Quest page bounds] [+ SLM weights to its depth + B x SLM cache]
+                     [+ B x Quest page bounds] [+ SLM weights to its depth + B x SLM cache
+                      (fp16, or quantised rows: --slm-kv) + B x its score rows]
   host->GPU bytes  = B x restores per step x K/V bytes per restored token (cold tier in host
                      memory, PCIe; not overlapped with compute: an upper bound)
   step time        = max(HBM / bw_hbm, FLOPs / flops) + host bytes / bw_pcie + layers x overhead
@@ -15,6 +16,13 @@ compute roof, and adds a fixed per-layer overhead:
 Speculative decoding (--draft K with acceptance a tokens per pass): a round is one LLM pass
 over K+1 rows (weights read once; K+1 times the FLOPs and the attention reads of one row) and
 K+1 SLM steps with its LM head; it yields a+1 tokens, so time per token = round / (a+1).
+
+Bytes per token per tier are those `smallkv generate --stats` reports (docs/performance.md,
+"Device memory against context length"): the SLM cache's rows in groups of 32 elements with
+an fp16 scale (q8: 34 B, q4: 20 B per group; k8v4: 8-bit keys, 4-bit values) and SmallKV's
+score rows (4 B per SLM head and layer to its depth; twice that with column sums, --colsum).
+--crossover prints, per batch size, the shortest context at which each SmallKV setting's
+step is cheaper than the full cache's in this model.
 
 Inputs measured on the CPU (docs/performance.md says which run): the restore rate of the
 cold-tier policies (restored tokens per step as a fraction of the hot tier), the drafts'
@@ -28,17 +36,31 @@ import argparse
 
 # model shapes (public model cards / GGUF metadata): parameters, layers, KV heads, head dim
 MODELS = {
-    "qwen2.5-0.5b": dict(params=0.494e9, layers=24, kv_heads=2, head_dim=64, lm_head=151936 * 896),
-    "qwen2.5-1.5b": dict(params=1.544e9, layers=28, kv_heads=2, head_dim=128, lm_head=151936 * 1536),
-    "qwen2.5-7b": dict(params=7.616e9, layers=28, kv_heads=4, head_dim=128, lm_head=152064 * 3584),
+    "qwen2.5-0.5b": dict(params=0.494e9, layers=24, heads=14, kv_heads=2, head_dim=64, lm_head=151936 * 896),
+    "qwen2.5-1.5b": dict(params=1.544e9, layers=28, heads=12, kv_heads=2, head_dim=128, lm_head=151936 * 1536),
+    "qwen2.5-7b": dict(params=7.616e9, layers=28, heads=28, kv_heads=4, head_dim=128, lm_head=152064 * 3584),
 }
 PAIRS = {"qwen-1.5b": ("qwen2.5-1.5b", "qwen2.5-0.5b", 23), "qwen-7b": ("qwen2.5-7b", "qwen2.5-0.5b", 23)}
 ESZ = 2  # bf16
 
 
+# bytes per cached element of the SLM's K and V rows (kernels/cpu/kvquant.h: groups of 32,
+# an fp16 scale (q8) or scale and minimum (q4) per group)
+SLM_KV = {"f16": (2.0, 2.0), "q8": (34 / 32, 34 / 32), "k8v4": (34 / 32, 20 / 32), "q4": (20 / 32, 20 / 32)}
+
+
 def kv_bytes(m):
     """K+V bytes per token over all layers."""
     return m["layers"] * 2 * m["kv_heads"] * m["head_dim"] * ESZ
+
+
+def slm_token_bytes(a, slm):
+    """The SLM's bytes per token to its depth: its cache rows (a.slm_kv) and SmallKV's score
+    rows (one float per head and layer, two with column sums)."""
+    kb, vb = SLM_KV[a.slm_kv]
+    cache = a.depth * slm["kv_heads"] * slm["head_dim"] * (kb + vb)
+    score = a.depth * slm["heads"] * 4 * (2 if a.colsum else 1)
+    return cache + score
 
 
 def step(a, llm, slm, policy, B, S, rows=1):
@@ -61,7 +83,7 @@ def step(a, llm, slm, policy, B, S, rows=1):
         d = a.depth
         # the SLM to its depth, no LM head below full depth, and its whole cache
         sw = (slm["params"] - slm["lm_head"]) * ESZ * (d / slm["layers"])
-        hbm += sw + B * S * kv_bytes(slm) * d / slm["layers"]
+        hbm += sw + B * S * slm_token_bytes(a, slm)
         flops += 2 * slm["params"] * B
         layers += d
     t = max(hbm / (a.bw_hbm * 1e12 * a.eff_hbm), flops / (a.flops * 1e12 * a.eff_flops))
@@ -93,6 +115,12 @@ def main():
     ap.add_argument("--acc-full", type=float, default=3.6, help="mean accepted per pass, full cache (measured)")
     ap.add_argument("--acc-smallkv", type=float, default=3.1, help="mean accepted per pass, smallkv 20%% (measured)")
     ap.add_argument("--page", type=int, default=16, help="Quest page size")
+    ap.add_argument("--slm-kv", default="f16", choices=sorted(SLM_KV),
+                    help="the SLM cache's element type for the smallkv rows (default f16; a k8v4 row is always added)")
+    ap.add_argument("--colsum", action="store_true", help="SmallKV keeps the SLM's column sums too (score=acc)")
+    ap.add_argument("--contexts", default="4096,16384,32768", help="context lengths (tokens) of the table")
+    ap.add_argument("--crossover", action="store_true",
+                    help="print the shortest context at which each SmallKV setting's step beats the full cache's")
     ap.add_argument("--group", type=int, default=6, help="query heads per KV head (attention FLOPs)")
     ap.add_argument("--bw-hbm", type=float, default=4.8, help="HBM3e TB/s (H200 datasheet)")
     ap.add_argument("--bw-pcie", type=float, default=64, help="host link GB/s (PCIe 5 x16)")
@@ -106,16 +134,24 @@ def main():
     llm, slm = MODELS[ln], MODELS[sn]
     print(f"# MODEL, not a measurement: H200, {ln} (+ {sn} at depth {a.depth}), bf16, budget {a.budget:g}, "
           f"restores per step {a.restore_smallkv:g} (smallkv) / {a.restore_quest:g} (quest) of the hot tier, draft {a.draft} (accepted {a.acc_full:g} full / {a.acc_smallkv:g} smallkv)")
+    if a.crossover:
+        crossover(a, llm, slm)
+        return
     print("| policy | context | batch | ms/token | tokens/s/seq | tokens/s total | HBM GB/step | host GB/step | vs full |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for S in (4096, 32768):
+    for S in (int(x) for x in a.contexts.split(",")):
         for B in (1, 16, 64):
             full, _, _ = step(a, llm, slm, "full", B, S)
             rows = []
             for pol in ("full", "h2o / snapkv / streamingllm", "quest", "smallkv"):
                 key = pol.split(" ")[0]
                 t, hbm, host = step(a, llm, slm, key, B, S)
-                rows.append((pol, t, hbm, host))
+                rows.append((pol + (f" ({a.slm_kv} SLM cache)" if key == "smallkv" else ""), t, hbm, host))
+            if a.slm_kv != "k8v4":
+                kv0, a.slm_kv = a.slm_kv, "k8v4"
+                t, hbm, host = step(a, llm, slm, "smallkv", B, S)
+                a.slm_kv = kv0
+                rows.append(("smallkv (k8v4 SLM cache)", t, hbm, host))
             for pol, acc in (("full+draft", a.acc_full), ("smallkv+draft", a.acc_smallkv)):
                 t = spec_token(a, llm, slm, pol, B, S, a.draft, acc)
                 rows.append((f"{pol} (K={a.draft})", t, float("nan"), float("nan")))
@@ -125,6 +161,23 @@ def main():
                 hgb = "-" if host != host else f"{host / 1e9:.3f}"
                 print(f"| {pol} | {S // 1024}K | {B} | {t * 1e3:.2f} | {1 / t:.0f} | {B / t:.0f} | "
                       f"{gb} | {hgb} | {full / t:.2f}{'' if fits else ' (cache > 141 GB)'} |")
+
+
+def crossover(a, llm, slm):
+    """Per batch size and SLM cache type, the shortest context (in steps of 256 tokens, up to
+    the LLM's 128K) at which a SmallKV step costs less than a full-cache step."""
+    print("| batch | SLM cache | SmallKV cheaper than full from | step there (ms) |")
+    print("|---:|---|---:|---:|")
+    kv0 = a.slm_kv
+    for B in (1, 16, 64):
+        for kv in ("f16", "q8", "k8v4", "q4"):
+            a.slm_kv = kv
+            hit = next((S for S in range(256, 131073, 256)
+                        if step(a, llm, slm, "smallkv", B, S)[0] < step(a, llm, slm, "full", B, S)[0]), None)
+            where = f"{hit:,} tokens" if hit else "never (to 128K)"
+            ms = f"{step(a, llm, slm, 'smallkv', B, hit)[0] * 1e3:.2f}" if hit else "-"
+            print(f"| {B} | {kv} | {where} | {ms} |")
+    a.slm_kv = kv0
 
 
 if __name__ == "__main__":
