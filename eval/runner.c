@@ -1,8 +1,6 @@
 /* runner.c: policy specs, the lock-step teacher-forced fidelity runner and the greedy
- * generation runner of the evaluation harness (see runner.h). */
+ * generation runner of the evaluation harness (see runner.h), over public-API sessions. */
 #include "runner.h"
-#include "runtime/api/api.h"
-#include "runtime/session/sampling.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
 #include <stdio.h>
@@ -41,89 +39,100 @@ int skv_eval_pol_parse(const char *spec, const char *defaults, skv_eval_pol *out
     return 0;
 }
 
-/* session options of a cell (policy p at budget) */
-static int cell_opts(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx, skv_session_opts *o) {
-    if ((p->spec.desc->caps & SKV_POLICY_NEEDS_SLM) && !c->slm) return skv_error("%s: no SLM given (--slm)", p->label);
-    /* a cell with a mapping of its own (eval depth) runs to that mapping's deepest layer */
-    const int *map = p->map ? p->map : c->map;
-    if (skv_session_opts_for(o, &p->spec, p->spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1.0 : budget, c->slm, map,
-                             p->map ? 0 : c->map_depth))
-        return skv_error_prefix("%s", p->label);
-    o->kv_f16 = c->kv_f16;
+/* A cell as public options (device, cache, budget base, granularity, context, drafting)
+ * plus what they cannot say (api_cell: the parsed policy, its mapping, the prefill block). */
+static int cell_opts(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx, int draft,
+                     smallkv_options *o, api_cell *x) {
+    if ((p->spec.desc->caps & SKV_POLICY_NEEDS_SLM) && !c->pair->slm) return skv_error("%s: no SLM given (--slm)", p->label);
+    const bool keeps_all = p->spec.desc->caps & SKV_POLICY_KEEPS_ALL;
+    smallkv_options_default(o);
+    o->device = c->device ? c->device : "cpu";
+    o->budget = keeps_all ? 1.0 : budget;
+    o->kv_f32 = !c->kv_f16;
     o->budget_prompt = c->budget_prompt;
-    o->per_head = c->per_head && !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL);
+    o->per_head = c->per_head && !keeps_all;
     o->max_ctx = max_ctx;
-    if (c->T_max > 0) o->T_max = c->T_max;
+    o->draft = draft;
+    /* a cell with a mapping of its own (eval depth) runs to that mapping's deepest layer */
+    *x = (api_cell){.pol = &p->spec, .map = p->map ? p->map : c->map, .map_depth = p->map ? 0 : c->map_depth,
+                    .T_max = c->T_max};
     return 0;
 }
 
-skv_session *skv_eval_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx) {
-    skv_session_opts o;
-    if (cell_opts(c, p, budget, max_ctx, &o)) return NULL;
-    skv_session *s = skv_session_new(c->llm, &o);
+smallkv_session *skv_eval_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx, int draft) {
+    smallkv_options o;
+    api_cell x;
+    if (cell_opts(c, p, budget, max_ctx, draft, &o, &x)) return NULL;
+    smallkv_session *s = api_session_cell(c->pair, &o, &x);
     if (!s) skv_error_prefix("%s at budget %g", p->label, budget);
     return s;
 }
 
-skv_session *skv_eval_base(const skv_eval_ctx *c, const skv_eval_pol *const *pols, int n, int max_ctx) {
-    skv_session_opts o;
-    skv_session_opts_default(&o);
-    o.prefill_base = true;
-    o.kv_f16 = c->kv_f16;
-    o.max_ctx = max_ctx;
-    if (c->T_max > 0) o.T_max = c->T_max;
-    for (int i = 0; i < n && c->slm; i++)
-        if (pols[i]->spec.desc->caps & SKV_POLICY_NEEDS_SLM) {
-            /* the policy at its defaults prepares the SLM to all layers: serves every depth */
-            skv_policy_spec_default(pols[i]->spec.desc->name, &o.pol);
-            o.slm = c->slm;
-            break;
-        }
-    skv_session *s = skv_session_new(c->llm, &o);
+smallkv_session *skv_eval_base(const skv_eval_ctx *c, const skv_eval_pol *const *pols, int n, int max_ctx) {
+    const char *slm_pol = NULL;
+    for (int i = 0; i < n && c->pair->slm && !slm_pol; i++)
+        if (pols[i]->spec.desc->caps & SKV_POLICY_NEEDS_SLM) slm_pol = pols[i]->spec.desc->name;
+    smallkv_session *s = api_session_base(c->pair, slm_pol, max_ctx, c->kv_f16, c->T_max);
     if (!s) skv_error_prefix("prefill base");
     return s;
 }
 
-skv_session *skv_eval_cell_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx,
-                                   skv_session *base, const int *tokens, int n_tok, bool *derived) {
-    skv_session_opts o;
+smallkv_session *skv_eval_cell_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx,
+                                       smallkv_session *base, const int *tokens, int n_tok, bool *derived) {
+    smallkv_options o;
+    api_cell x;
     *derived = false;
-    if (cell_opts(c, p, budget, max_ctx, &o)) return NULL;
+    if (cell_opts(c, p, budget, max_ctx, 0, &o, &x)) return NULL;
     if (base) {
-        skv_session *d = skv_session_derive(base, &o);
+        smallkv_session *d = api_session_derive(base, &o, &x);
         if (d) { *derived = true; return d; }
         /* not derivable (e.g. a compressed SLM cache): a prefill of its own below */
     }
-    skv_session *s = skv_session_new(c->llm, &o);
+    smallkv_session *s = api_session_cell(c->pair, &o, &x);
     if (!s) { skv_error_prefix("%s at budget %g", p->label, budget); return NULL; }
-    if (skv_session_prefill(s, tokens, n_tok)) {
+    if (smallkv_prefill(s, tokens, n_tok)) {
         skv_error_prefix("%s at budget %g: prefill", p->label, budget);
-        skv_session_free(s);
+        smallkv_session_free(s);
         return NULL;
     }
     return s;
 }
 
+/* The shared prefill of tokens[0..n) for cells pols[0..n_pols): NULL without error (*failed
+ * false) on a device other than the CPU, where every cell prefills by itself. */
+static smallkv_session *shared_prefill(const skv_eval_ctx *c, const skv_eval_pol *const *pols, int n_pols, int max_ctx,
+                                       const int *tokens, int n, bool *failed) {
+    *failed = false;
+    if (c->device && strcmp(c->device, "cpu")) return NULL;
+    smallkv_session *base = skv_eval_base(c, pols, n_pols, max_ctx);
+    if (!base || smallkv_prefill(base, tokens, n)) {
+        if (base) skv_error_prefix("prefill");
+        smallkv_session_free(base);
+        *failed = true;
+        return NULL;
+    }
+    return base;
+}
+
 /* Step sessions ss[0..n) with one token each: in batches of up to c->batch sessions
- * (skv_session_step_batch), or one by one when c->batch <= 1. */
-static int step_all(const skv_eval_ctx *c, skv_session **ss, const int *tokens, int n) {
+ * (smallkv_step_batch), or one by one when c->batch <= 1. */
+static int step_all(const skv_eval_ctx *c, smallkv_session **ss, const int *tokens, int n) {
     const int B = c->batch > 1 ? c->batch : 1;
     for (int i = 0; i < n; i += B) {
         const int m = n - i < B ? n - i : B;
-        if (m == 1 ? skv_session_step(ss[i], tokens[i]) : skv_session_step_batch(ss + i, tokens + i, m)) return -1;
+        if (m == 1 ? smallkv_step(ss[i], tokens[i]) : smallkv_step_batch(ss + i, tokens + i, m)) return -1;
     }
     return 0;
 }
 
 /* ------------------------------------------------------------------ fidelity */
 
-static void online_agreement(skv_fid_cell *cell, const skv_session *s, const int *map, const int *map_full) {
+static void online_agreement(skv_fid_cell *cell, const smallkv_session *s, const int *map, const int *map_full, int n) {
     cell->heads = 0;
     /* a policy that maps heads without the profile's map */
     if (!(cell->pol->spec.desc->caps & SKV_POLICY_NEEDS_SLM) || skv_policy_spec_needs_map(&cell->pol->spec) || !map) return;
-    const int *om = s->pol->head_map ? s->pol->head_map(s->pol) : NULL;
+    const int *om = api_session_head_map(s);
     if (!om) return;
-    const int n = s->m->cfg.n_layer * s->m->cfg.n_head;
     cell->heads = n;
     cell->agree_heads = cell->agree_full = 0;
     for (int i = 0; i < n; i++) {
@@ -136,19 +145,20 @@ int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, sk
                       const int *map_full, skv_eval_progress progress, void *u) {
     if (P < 1 || N < P + 2) return skv_error("fidelity: need 1 <= prefill (%d) and at least 2 tokens after it (have %d)", P, N);
     if (n_cells < 1) return 0;
-    const int V = c->llm->cfg.vocab;
+    const int V = smallkv_vocab(c->pair);
     int rc = -1;
     /* ss[0] = the full-cache reference, ss[1 + i] = cell i */
-    skv_session **ss = skv_calloc((size_t)n_cells + 1, sizeof *ss, "fidelity sessions");
+    smallkv_session **ss = skv_calloc((size_t)n_cells + 1, sizeof *ss, "fidelity sessions");
     const skv_eval_pol **pols = skv_calloc((size_t)n_cells, sizeof *pols, "fidelity sessions");
     int *tk = skv_calloc((size_t)n_cells + 1, sizeof *tk, "fidelity sessions");
-    skv_session *base = NULL;
+    smallkv_session *base = NULL;
     if (!ss || !pols || !tk) goto done;
     for (int i = 0; i < n_cells; i++) pols[i] = cells[i].pol;
     /* one exact prefill, derived into the reference and every cell */
     double t0 = skv_now();
-    if (!(base = skv_eval_base(c, pols, n_cells, N))) goto done;
-    if (skv_session_prefill(base, tokens, P)) { skv_error_prefix("fidelity: prefill"); goto done; }
+    bool failed;
+    base = shared_prefill(c, pols, n_cells, N, tokens, P, &failed);
+    if (failed) { skv_error_prefix("fidelity"); goto done; }
     const double base_s = skv_now() - t0;
     skv_eval_pol full;
     if (skv_eval_pol_parse("full", NULL, &full)) goto done;
@@ -162,11 +172,11 @@ int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, sk
             goto done;
         cells[i].prefill_s = (skv_now() - t0) + (cells[i].shared_prefill ? base_s : 0);
         skv_session_mem m;
-        skv_session_mem_report(ss[i + 1], &m);
+        api_session_mem(ss[i + 1], &m);
         cells[i].slm_s = -m.slm_seconds;   /* an own prefill's SLM time is in prefill_s */
         cells[i].seconds = 0;
     }
-    skv_session_free(base);   /* derived sessions hold what they need (the cold tier is refcounted) */
+    smallkv_session_free(base);   /* derived sessions hold what they need (the cold tier is refcounted) */
     base = NULL;
     const long total = (long)(N - 1 - P) * (n_cells + 1);
     long done_steps = 0;
@@ -177,16 +187,16 @@ int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, sk
             /* one by one, each cell's decode time measured */
             for (int i = 0; i <= n_cells; i++) {
                 t0 = skv_now();
-                if (skv_session_step(ss[i], tk[i])) goto step_fail;
+                if (smallkv_step(ss[i], tk[i])) goto step_fail;
                 if (i) cells[i - 1].seconds += skv_now() - t0;
             }
         } else if (step_all(c, ss, tk, n_cells + 1)) {
             goto step_fail;
         }
-        const float *rl = skv_session_logits(ss[0]);
+        const float *rl = smallkv_logits(ss[0]);
         for (int i = 0; i < n_cells; i++) {
             skv_step_cmp cmp;
-            skv_compare_logits(rl, skv_session_logits(ss[i + 1]), V, tokens[pos + 1], &cmp);
+            skv_compare_logits(rl, smallkv_logits(ss[i + 1]), V, tokens[pos + 1], &cmp);
             if (skv_fid_add(&cells[i].acc, &cmp)) goto done;
         }
         done_steps += n_cells + 1;
@@ -197,16 +207,18 @@ int skv_eval_fidelity(const skv_eval_ctx *c, const int *tokens, int N, int P, sk
         goto done;
     }
     for (int i = 0; i < n_cells; i++) {
-        skv_session_mem_report(ss[i + 1], &cells[i].mem);
-        cells[i].restores = ss[i + 1]->restores;
+        smallkv_stats st;
+        smallkv_get_stats(ss[i + 1], &st);
+        api_session_mem(ss[i + 1], &cells[i].mem);
+        cells[i].restores = st.restores;
         cells[i].timed = timed;
         cells[i].slm_s += cells[i].mem.slm_seconds;
-        online_agreement(&cells[i], ss[i + 1], c->map, map_full);
+        online_agreement(&cells[i], ss[i + 1], c->map, map_full, c->pair->llm->cfg.n_layer * c->pair->llm->cfg.n_head);
     }
     rc = 0;
 done:
-    if (ss) for (int i = 0; i <= n_cells; i++) skv_session_free(ss[i]);
-    skv_session_free(base);
+    if (ss) for (int i = 0; i <= n_cells; i++) smallkv_session_free(ss[i]);
+    smallkv_session_free(base);
     free(ss); free(pols); free(tk);
     return rc;
 }
@@ -224,25 +236,25 @@ static int stop_at(const skv_tokenizer *tok, const int *gen, int n, skv_eval_sto
 
 int skv_eval_generate_cells(const skv_eval_ctx *c, skv_gen_cell *cells, int n, const int *ctx, int n_ctx, const int *q,
                             int n_q, int max_new, skv_eval_stop stop, void *u) {
-    const int V = c->llm->cfg.vocab;
-    const skv_tokenizer *tok = c->llm->tok;
+    const skv_tokenizer *tok = c->pair->llm->tok;
     if (!tok) return skv_error("generate: the LLM has no tokenizer");
     if (n < 1) return 0;
     if (n_ctx < 1 || n_q < 0 || max_new < 1) return skv_error("generate: bad sizes (context %d, question %d, new %d)", n_ctx, n_q, max_new);
     const int max_ctx = n_ctx + n_q + max_new + 1;
     int rc = -1;
-    skv_session **ss = skv_calloc((size_t)n, sizeof *ss, "generation sessions");
-    skv_session **act = skv_calloc((size_t)n, sizeof *act, "generation sessions");
+    smallkv_session **ss = skv_calloc((size_t)n, sizeof *ss, "generation sessions");
+    smallkv_session **act = skv_calloc((size_t)n, sizeof *act, "generation sessions");
     const skv_eval_pol **pols = skv_calloc((size_t)n, sizeof *pols, "generation sessions");
     int *gen = skv_malloc((size_t)n * ((size_t)max_new + 1) * sizeof(int), "generated tokens");
     int *tk = skv_calloc((size_t)n, sizeof *tk, "generation sessions"), *idx = skv_calloc((size_t)n, sizeof *idx, "generation");
     bool *live = skv_calloc((size_t)n, sizeof *live, "generation sessions");
-    skv_session *base = NULL;
+    smallkv_session *base = NULL;
     if (!ss || !act || !pols || !gen || !tk || !idx || !live) goto done;
     for (int i = 0; i < n; i++) { memset(&cells[i].out, 0, sizeof cells[i].out); pols[i] = cells[i].pol; }
     double t0 = skv_now();
-    if (!(base = skv_eval_base(c, pols, n, max_ctx))) goto done;
-    if (skv_session_prefill(base, ctx, n_ctx)) { skv_error_prefix("generate: prefill"); goto done; }
+    bool failed;
+    base = shared_prefill(c, pols, n, max_ctx, ctx, n_ctx, &failed);
+    if (failed) { skv_error_prefix("generate"); goto done; }
     const double base_s = skv_now() - t0;
     for (int i = 0; i < n; i++) {
         t0 = skv_now();
@@ -250,7 +262,7 @@ int skv_eval_generate_cells(const skv_eval_ctx *c, skv_gen_cell *cells, int n, c
             goto done;
         cells[i].out.prefill_s = skv_now() - t0 + (cells[i].shared_prefill ? base_s : 0);
     }
-    skv_session_free(base);
+    smallkv_session_free(base);
     base = NULL;
     t0 = skv_now();
     /* the question as decode steps, all cells together */
@@ -265,8 +277,9 @@ int skv_eval_generate_cells(const skv_eval_ctx *c, skv_gen_cell *cells, int n, c
         for (int i = 0; i < n; i++) {
             if (!live[i]) continue;
             skv_gen_out *o = &cells[i].out;
-            int next = skv_argmax(skv_session_logits(ss[i]), V);
-            bool st = skv_tok_is_stop(tok, next);
+            int next = smallkv_sample(ss[i], 0, NULL);   /* greedy: the first maximum */
+            if (next < 0) goto done;
+            bool st = smallkv_is_stop(c->pair, next);
             if (!st) {
                 gen[(size_t)i * (max_new + 1) + o->n_gen++] = next;
                 if (stop) {
@@ -286,14 +299,14 @@ int skv_eval_generate_cells(const skv_eval_ctx *c, skv_gen_cell *cells, int n, c
     for (int i = 0; i < n; i++) {
         skv_gen_out *o = &cells[i].out;
         o->decode_s = dec_s;
-        skv_session_mem_report(ss[i], &o->mem);
+        api_session_mem(ss[i], &o->mem);
         if (!(o->text = skv_detokenize(tok, gen + (size_t)i * (max_new + 1), o->n_gen))) goto done;
     }
     rc = 0;
 done:
     if (rc) for (int i = 0; i < n; i++) { free(cells[i].out.text); cells[i].out.text = NULL; }
-    if (ss) for (int i = 0; i < n; i++) skv_session_free(ss[i]);
-    skv_session_free(base);
+    if (ss) for (int i = 0; i < n; i++) smallkv_session_free(ss[i]);
+    smallkv_session_free(base);
     free(ss); free(act); free(pols); free(gen); free(tk); free(idx); free(live);
     return rc;
 }
@@ -318,20 +331,18 @@ static int on_draft_token(int id, const char *bytes, size_t len, void *user) {
 
 int skv_eval_generate_draft(const skv_eval_ctx *c, skv_gen_cell *cells, int n, const int *ctx, int n_ctx, const int *q,
                             int n_q, int max_new, skv_eval_stop stop, void *u, int draft) {
-    if (!c->slm) return skv_error("generate: drafting needs the SLM");
+    if (!c->pair->slm) return skv_error("generate: drafting needs the SLM");
     if (n_ctx < 1 || n_q < 0 || max_new < 1) return skv_error("generate: bad sizes (context %d, question %d, new %d)", n_ctx, n_q, max_new);
     const int max_ctx = n_ctx + n_q + max_new + 1;
     for (int i = 0; i < n; i++) memset(&cells[i].out, 0, sizeof cells[i].out);
-    smallkv_pair *p = api_pair_borrow(c->llm, c->slm);
     int *gen = skv_malloc(((size_t)max_new + 1) * sizeof(int), "generated tokens");
     smallkv_session *s = NULL;
     int rc = -1;
-    if (!p || !gen) goto done;
+    if (!gen) goto done;
     for (int i = 0; i < n; i++) {
         skv_gen_out *o = &cells[i].out;
         double t0 = skv_now();
-        skv_session *ss = skv_eval_session(c, cells[i].pol, cells[i].budget, max_ctx);
-        if (!ss || !(s = api_session_adopt(p, ss, draft, 0))) {
+        if (!(s = skv_eval_session(c, cells[i].pol, cells[i].budget, max_ctx, draft))) {
             skv_error_prefix("%s, draft %d", cells[i].pol->label, draft);
             goto done;
         }
@@ -341,17 +352,17 @@ int skv_eval_generate_draft(const skv_eval_ctx *c, skv_gen_cell *cells, int n, c
         for (int j = 0; j < n_q; j++)
             if (smallkv_step(s, q[j])) goto done;
         t0 = skv_now();
-        draft_tokens d = {.tok = c->llm->tok, .gen = gen, .stop = stop, .u = u};
+        draft_tokens d = {.tok = c->pair->llm->tok, .gen = gen, .stop = stop, .u = u};
         if (smallkv_generate(s, max_new, on_draft_token, &d) < 0 || d.failed) goto done;
         o->decode_s = skv_now() - t0;
         o->n_gen = d.n;
-        skv_session_mem_report(s->s, &o->mem);
+        api_session_mem(s, &o->mem);
         smallkv_stats st;
         smallkv_get_stats(s, &st);
         o->spec_passes = st.spec_passes;
         o->spec_drafted = st.spec_drafted;
         o->spec_accepted = st.spec_accepted;
-        if (!(o->text = skv_detokenize(c->llm->tok, gen, d.n))) goto done;
+        if (!(o->text = skv_detokenize(c->pair->llm->tok, gen, d.n))) goto done;
         smallkv_session_free(s);
         s = NULL;
     }
@@ -359,7 +370,6 @@ int skv_eval_generate_draft(const skv_eval_ctx *c, skv_gen_cell *cells, int n, c
 done:
     if (rc) for (int i = 0; i < n; i++) { free(cells[i].out.text); cells[i].out.text = NULL; }
     smallkv_session_free(s);
-    smallkv_pair_free(p);
     free(gen);
     return rc;
 }

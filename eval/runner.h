@@ -1,24 +1,24 @@
-/* runner.h: the evaluation harness's runners over sessions (session.h):
+/* runner.h: the evaluation harness's runners over public-API sessions (include/smallkv.h;
+ * the few things a cell needs beyond it, from runtime/api/api.h):
  *   policy specs   "name[:mod[:mod...]]", e.g. "h2o", "smallkv:mass:online", parsed into
- *                  session options with a canonical label (the label names the cell);
+ *                  a policy spec with a canonical label (the label names the cell);
  *   fidelity       one document, teacher-forced: one exact prefill (a prefill base, see
- *                  skv_session_derive) is derived into every cell (each compresses it to its
+ *                  api_session_derive) is derived into every cell (each compresses it to its
  *                  policy and budget) and into the full-cache reference; then all step in lock
- *                  step over the rest of the document, batched (skv_session_step_batch), and
+ *                  step over the rest of the document, batched (smallkv_step_batch), and
  *                  are compared with the reference (the same decode path, so full vs full is
  *                  exact);
  *   generate       the same for one context and many cells: one exact prefill derived into
  *                  every cell, the question fed as decode steps, then greedy decoding of all
  *                  cells together until each stops (stop token / stop callback / max_new);
- *                  with drafts (speculative decoding) each cell alone through the public API.
- * Cells that cannot be derived (a compressed SLM cache, another observation window) prefill
- * themselves; the cell records say which. */
+ *                  with drafts (speculative decoding) each cell alone through smallkv_generate.
+ * Cells that cannot be derived (a compressed SLM cache, another observation window, a device
+ * other than the CPU) prefill themselves; the cell records say which. */
 #ifndef SKV_EVAL_RUN_H
 #define SKV_EVAL_RUN_H
 #include <stdbool.h>
 #include "metrics.h"
-#include "runtime/model/model.h"
-#include "runtime/session/session.h"
+#include "runtime/api/api.h"
 
 /* A cell's policy: a spec "name[:opt[=value]]..." (runtime/policies/policy.h: every
  * policy's options by name, short name or bare value, e.g. "smallkv:mass:online:nosal",
@@ -36,29 +36,32 @@ int skv_eval_pol_parse(const char *spec, const char *defaults, skv_eval_pol *out
 static inline const char *skv_eval_pol_name(const skv_eval_pol *p) { return p->spec.desc->name; }
 
 typedef struct {
-    const skv_model *llm, *slm;   /* slm may be NULL when no smallkv cell runs */
+    smallkv_pair *pair;           /* the models (api_pair_borrow); the SLM may be absent when no
+                                     cell runs one; no profile: the mapping is below */
+    const char *device;           /* the cells' device: "cpu" (NULL) or "cuda" (cells there
+                                     prefill by themselves: no shared prefill) */
     const int *map;               /* profile map [L*H] or NULL (then smallkv needs :online) */
     int map_depth;                /* the profile's SLM depth (0: none), as the public API uses it */
     bool kv_f16;
-    bool budget_prompt;           /* budget base: the prompt length at compression (session.h) */
-    bool per_head;                /* selection per attention head (session.h) */
+    bool budget_prompt;           /* budget base: the prompt length at compression (smallkv.h) */
+    bool per_head;                /* selection per attention head (smallkv.h) */
     int T_max;                    /* prefill block (default 256) */
     int batch;                    /* sessions per batched decode step; <= 1: one by one, and
                                      fidelity then times every cell's steps */
 } skv_eval_ctx;
 
-/* A session for a policy at a budget (fraction; a policy that keeps everything ignores it).
- * NULL + error. */
-skv_session *skv_eval_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx);
+/* A session for a policy at a budget (fraction; a policy that keeps everything ignores it)
+ * on c's device, drafting up to draft tokens a round (0: none). NULL + error. */
+smallkv_session *skv_eval_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx, int draft);
 
 /* The prefill base for cells pols[0..n): run by the first cell policy that needs the SLM
  * (it prepares the SLM, all layers, for the derived cells of its kind), else by full.
  * NULL + error. */
-skv_session *skv_eval_base(const skv_eval_ctx *c, const skv_eval_pol *const *pols, int n, int max_ctx);
+smallkv_session *skv_eval_base(const skv_eval_ctx *c, const skv_eval_pol *const *pols, int n, int max_ctx);
 /* A cell's session after the prefill of tokens[0..n_tok): derived from base (may be NULL)
  * when possible (*derived = true), else prefilled by itself. NULL + error. */
-skv_session *skv_eval_cell_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx,
-                                   skv_session *base, const int *tokens, int n_tok, bool *derived);
+smallkv_session *skv_eval_cell_session(const skv_eval_ctx *c, const skv_eval_pol *p, double budget, int max_ctx,
+                                       smallkv_session *base, const int *tokens, int n_tok, bool *derived);
 
 /* One fidelity cell: inputs pol/budget; outputs acc, mem (at the last step), seconds. */
 typedef struct {

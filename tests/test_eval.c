@@ -18,7 +18,10 @@
  *     the finished ones untouched (SmolLM2; skipped without the model or the binary);
  *   - passkey phrasings: phrasing 0 is token for token the original needle and question,
  *     every phrasing holds the key, the questions differ, a phrasing out of range is refused;
- *     `smallkv eval passkey --variants N`: N units per cell with their own keys, resumable. */
+ *     `smallkv eval passkey --variants N`: N units per cell with their own keys, resumable;
+ *   - eval cells go through the public API: a cell built by the runner (its own prefill, or
+ *     derived from the shared one) gives the logits and memory of a smallkv_session_new
+ *     session, step for step; --device cuda without CUDA is a clear error. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -224,7 +227,9 @@ static void test_fidelity_tiny(void **st) {
     for (int i = 0; i < N; i++) { seed = seed * 1664525u + 1013904223u; toks[i] = (int)((seed >> 8) % (uint32_t)V); }
     int *map = malloc(sizeof(int) * m->cfg.n_layer * m->cfg.n_head);
     for (int i = 0; i < m->cfg.n_layer * m->cfg.n_head; i++) map[i] = i;
-    skv_eval_ctx c = {.llm = m, .slm = m, .map = map, .kv_f16 = false, .T_max = 32};
+    smallkv_pair *pair = api_pair_borrow(m, m);
+    assert_non_null(pair);
+    skv_eval_ctx c = {.pair = pair, .map = map, .kv_f16 = false, .T_max = 32};
     skv_eval_pol pf, ph, ps;
     assert_int_equal(skv_eval_pol_parse("full", NULL, &pf), 0);
     assert_int_equal(skv_eval_pol_parse("h2o", NULL, &ph), 0);
@@ -255,6 +260,7 @@ static void test_fidelity_tiny(void **st) {
     /* bad arguments */
     assert_int_equal(skv_eval_fidelity(&c, toks, P + 1, P, cells, 1, NULL, NULL, NULL), -1);
     free(map);
+    smallkv_pair_free(pair);
     skv_model_free(m);
 }
 
@@ -300,7 +306,9 @@ static void test_generate_cells(void **st) {
     assert_true(nc > 50 && nq > 3);
     int *map = malloc(sizeof(int) * m->cfg.n_layer * m->cfg.n_head);
     for (int i = 0; i < m->cfg.n_layer * m->cfg.n_head; i++) map[i] = i;
-    skv_eval_ctx c = {.llm = m, .slm = m, .map = map, .kv_f16 = true, .T_max = 256, .batch = 8};
+    smallkv_pair *pair = api_pair_borrow(m, m);
+    assert_non_null(pair);
+    skv_eval_ctx c = {.pair = pair, .map = map, .kv_f16 = true, .T_max = 256, .batch = 8};
     const char *specs[] = {"full", "h2o", "snapkv", "smallkv", "smallkv:slmb=0.5"};
     enum { NP = 5 };
     skv_eval_pol pol[NP];
@@ -349,6 +357,7 @@ static void test_generate_cells(void **st) {
         free(cells[i].out.text);
     }
     free(ctx); free(q); free(map);
+    smallkv_pair_free(pair);
     skv_model_free(m);
 }
 
@@ -615,9 +624,24 @@ static void test_depth_task(void **st) {
     unlink(prof);
 }
 
-/* An eval cell and a public-API session of the same policy, budget and pair are the same
- * session: the same logits, bit for bit, and the same SLM depth (its cache bytes), because
- * both take their options from skv_session_opts_for with the profile's depth. */
+/* the memory fields a record stores (add_mem in runtime/cli/eval.c): equal, timings aside */
+static void assert_mem_equal(const skv_session_mem *a, const skv_session_mem *b) {
+    assert_int_equal(a->hot_used, b->hot_used);
+    assert_int_equal(a->hot_meta, b->hot_meta);
+    assert_int_equal(a->cold_used, b->cold_used);
+    assert_int_equal(a->slm_cache, b->slm_cache);
+    assert_int_equal(a->slm_weights, b->slm_weights);
+    assert_int_equal(a->slm_scores, b->slm_scores);
+    assert_int_equal(a->full_equiv, b->full_equiv);
+    assert_int_equal(a->pass_peak, b->pass_peak);
+    assert_true(a->hot_tokens == b->hot_tokens && a->budget_tokens == b->budget_tokens);
+}
+
+/* An eval cell (built through the API over a borrowed pair: api_session_cell, or derived from
+ * the shared prefill: api_session_derive) and a plain smallkv_session_new session of the same
+ * policy, budget and pair are the same session: the same logits, bit for bit, after the
+ * prefill and every step (one by one and batched), and the same memory report, because all
+ * take their options from skv_session_opts_for with the profile's map and depth. */
 static void test_cells_match_api(void **st) {
     (void)st;
     char model[512];
@@ -625,41 +649,145 @@ static void test_cells_match_api(void **st) {
     smallkv_pair *p = smallkv_pair_load(model, model);
     assert_non_null(p);
     assert_int_equal(smallkv_pair_load_profile(p, "profiles/smollm2-135m-self.skvprof"), 0);
-    skv_eval_ctx c = {.llm = p->llm, .slm = p->slm, .map = p->map, .map_depth = p->prof->depth, .kv_f16 = true,
-                      .T_max = 256};
+    smallkv_pair *borrowed = api_pair_borrow(p->llm, p->slm);   /* as `smallkv eval` holds its models */
+    assert_non_null(borrowed);
+    skv_eval_ctx c = {.pair = borrowed, .map = p->map, .map_depth = p->prof->depth, .kv_f16 = true, .T_max = 256};
+    const int V = smallkv_vocab(p), P = 80, N = 96;
     int toks[96];
-    test_prompt(toks, 96, p->llm->cfg.vocab, 7);
-    const char *specs[] = {"full", "h2o", "quest", "smallkv", "smallkv:score=acc", "smallkv:slmb=0.5", "snapkv"};
-    for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+    test_prompt(toks, N, V, 7);
+    const char *specs[] = {"full", "h2o", "quest", "smallkv", "smallkv:score=acc", "smallkv:slmb=0.5", "snapkv",
+                           "snapkv:decode=evict", "smallkv:online"};
+    enum { NS = sizeof specs / sizeof specs[0] };
+    skv_eval_pol pol[NS];
+    const skv_eval_pol *pl[NS];
+    for (int k = 0; k < NS; k++) {
+        assert_int_equal(skv_eval_pol_parse(specs[k], NULL, &pol[k]), 0);
+        pl[k] = &pol[k];
+    }
+    /* every cell three ways: plain API (a), an eval cell prefilled by itself (e), derived (d) */
+    smallkv_session *a[NS], *e[NS], *d[NS];
+    smallkv_session *base = skv_eval_base(&c, pl, NS, 128);
+    assert_non_null(base);
+    assert_int_equal(smallkv_prefill(base, toks, P), 0);
+    int n_derived = 0;
+    for (int k = 0; k < NS; k++) {
         smallkv_options o;
         smallkv_options_default(&o);
         o.policy = specs[k];
         o.budget = 0.2;
         o.max_ctx = 128;
-        smallkv_session *a = smallkv_session_new(p, &o);
-        if (!a) print_message("%s: %s\n", specs[k], smallkv_last_error());
-        assert_non_null(a);
-        skv_eval_pol pol;
-        assert_int_equal(skv_eval_pol_parse(specs[k], NULL, &pol), 0);
-        skv_session *e = skv_eval_session(&c, &pol, 0.2, 128);
-        assert_non_null(e);
-        assert_int_equal(smallkv_prefill(a, toks, 80), 0);
-        assert_int_equal(skv_session_prefill(e, toks, 80), 0);
-        for (int i = 80; i < 96; i++) {
-            assert_memory_equal(smallkv_logits(a), skv_session_logits(e), sizeof(float) * (size_t)p->llm->cfg.vocab);
-            assert_int_equal(smallkv_step(a, toks[i]), 0);
-            assert_int_equal(skv_session_step(e, toks[i]), 0);
-        }
-        assert_memory_equal(smallkv_logits(a), skv_session_logits(e), sizeof(float) * (size_t)p->llm->cfg.vocab);
-        skv_session_mem ma, me;
-        skv_session_mem_report(a->s, &ma);
-        skv_session_mem_report(e, &me);
-        assert_int_equal(ma.slm_cache, me.slm_cache);
-        assert_int_equal(ma.hot_used, me.hot_used);
-        skv_session_free(e);
-        smallkv_session_free(a);
+        a[k] = smallkv_session_new(p, &o);
+        if (!a[k]) print_message("%s: %s\n", specs[k], smallkv_last_error());
+        assert_non_null(a[k]);
+        e[k] = skv_eval_session(&c, &pol[k], 0.2, 128, 0);
+        assert_non_null(e[k]);
+        assert_int_equal(smallkv_prefill(a[k], toks, P), 0);
+        assert_int_equal(smallkv_prefill(e[k], toks, P), 0);
+        bool derived;
+        d[k] = skv_eval_cell_session(&c, &pol[k], 0.2, 128, base, toks, P, &derived);
+        assert_non_null(d[k]);
+        n_derived += derived;
+        assert_true(derived == (strcmp(specs[k], "smallkv:slmb=0.5") != 0));   /* a compressed SLM prefills itself */
     }
+    smallkv_session_free(base);   /* as the runner does: derived cells hold what they need */
+    assert_true(n_derived == NS - 1);
+    for (int i = P; i <= N; i++) {
+        for (int k = 0; k < NS; k++) {
+            assert_memory_equal(smallkv_logits(a[k]), smallkv_logits(e[k]), sizeof(float) * (size_t)V);
+            assert_memory_equal(smallkv_logits(a[k]), smallkv_logits(d[k]), sizeof(float) * (size_t)V);
+        }
+        if (i == N) break;
+        int tk[NS];
+        for (int k = 0; k < NS; k++) {
+            tk[k] = toks[i];
+            assert_int_equal(smallkv_step(a[k], toks[i]), 0);
+        }
+        /* the eval's lock step: one cell alone, the others batched */
+        assert_int_equal(smallkv_step_batch(e, tk, NS), 0);
+        assert_int_equal(smallkv_step_batch(d, tk, NS), 0);
+    }
+    for (int k = 0; k < NS; k++) {
+        skv_session_mem ma, me, md;
+        api_session_mem(a[k], &ma);
+        api_session_mem(e[k], &me);
+        api_session_mem(d[k], &md);
+        assert_mem_equal(&ma, &me);
+        assert_mem_equal(&ma, &md);
+        smallkv_stats sa, sd;
+        smallkv_get_stats(a[k], &sa);
+        smallkv_get_stats(d[k], &sd);
+        assert_int_equal(sa.restores, sd.restores);
+        assert_int_equal(sd.length, N);
+        /* SmallKV's head map (matched online for smallkv:online): the same */
+        const int *om = api_session_head_map(d[k]), *oa = api_session_head_map(a[k]);
+        assert_true((om != NULL) == (oa != NULL));
+        if (om) assert_memory_equal(om, oa, sizeof(int) * (size_t)p->llm->cfg.n_layer * p->llm->cfg.n_head);
+        smallkv_session_free(a[k]);
+        smallkv_session_free(e[k]);
+        smallkv_session_free(d[k]);
+    }
+    smallkv_pair_free(borrowed);
     smallkv_pair_free(p);
+}
+
+/* --device cuda where this build or machine has no GPU: a clear error, not a crash, from the
+ * runner (the cell's session) and from `smallkv eval` (before any model loads; an unknown
+ * device is a usage error). */
+static void test_device_unavailable(void **st) {
+    (void)st;
+    if (api_device("cuda")) {
+        print_message("this build and machine run CUDA: skipping\n");
+        skip();
+    }
+    char why[256];
+    snprintf(why, sizeof why, "%s", skv_last_error());
+    print_message("device cuda: %s\n", why);
+    assert_non_null(strstr(why, "device cuda"));
+    tiny_model *t = tiny_model_new(SKV_ARCH_LLAMA, 42, 0, SKV_F32);
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/skv_test_eval_dev_%d.gguf", (int)getpid());
+    assert_non_null(t);
+    assert_int_equal(tiny_model_write_gguf(t, path, SKV_F32), 0);
+    tiny_model_free(t);
+    skv_model *m = skv_model_load_gguf(path);
+    unlink(path);
+    assert_non_null(m);
+    smallkv_pair *pair = api_pair_borrow(m, NULL);
+    skv_eval_ctx c = {.pair = pair, .device = "cuda", .kv_f16 = true, .T_max = 32};
+    skv_eval_pol full;
+    assert_int_equal(skv_eval_pol_parse("full", NULL, &full), 0);
+    assert_null(skv_eval_session(&c, &full, 1.0, 64, 0));
+    assert_non_null(strstr(skv_last_error(), why));
+    int toks[40];
+    test_prompt(toks, 40, m->cfg.vocab, 3);
+    skv_fid_cell cell = {.pol = &full, .budget = 1};
+    assert_int_equal(skv_eval_fidelity(&c, toks, 40, 32, &cell, 1, NULL, NULL, NULL), -1);
+    assert_non_null(strstr(skv_last_error(), why));
+    skv_fid_free(&cell.acc);
+    smallkv_pair_free(pair);
+    skv_model_free(m);
+    /* the command: exit 1 and the reason on stderr, no results file; --device gpu: usage (2) */
+    char bin[512], out[256], err[256], cmd[2048];
+    test_bin_path(bin, sizeof bin, "smallkv");
+    if (access(bin, X_OK)) { print_message("needs %s: skipping the command\n", bin); return; }
+    snprintf(out, sizeof out, "/tmp/skv_test_eval_dev_%d.json", (int)getpid());
+    snprintf(err, sizeof err, "/tmp/skv_test_eval_dev_%d.err", (int)getpid());
+    unlink(out);
+    snprintf(cmd, sizeof cmd, "%s eval fidelity --llm /nonexistent.gguf --policies full --device cuda -o %s 2>%s", bin, out, err);
+    int rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    size_t len;
+    char *msg = skv_read_file(err, &len);
+    assert_non_null(msg);
+    print_message("smallkv eval --device cuda: %s", msg);
+    assert_non_null(strstr(msg, "device cuda"));
+    assert_non_null(strstr(msg, why));
+    free(msg);
+    assert_int_not_equal(access(out, F_OK), 0);
+    snprintf(cmd, sizeof cmd, "%s eval fidelity --llm /nonexistent.gguf --device gpu -o %s >/dev/null 2>&1", bin, out);
+    rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    unlink(err);
 }
 
 int main(void) {
@@ -677,6 +805,8 @@ int main(void) {
         cmocka_unit_test(test_passkey_variants),
         cmocka_unit_test(test_depth_task),
         cmocka_unit_test(test_cells_match_api),
+        cmocka_unit_test(test_device_unavailable),
     };
+    if (getenv("SKV_TEST_FILTER")) cmocka_set_test_filter(getenv("SKV_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,7 +39,9 @@ static void test_smallkv_beats_h2o(void **st) {
     const int nh = m->cfg.n_layer * m->cfg.n_head;
     int *map = malloc(sizeof(int) * nh);
     for (int i = 0; i < nh; i++) map[i] = i;   /* the test pair's profile mapping */
-    skv_eval_ctx c = {.llm = m, .slm = m, .map = map, .kv_f16 = true, .T_max = 256};
+    smallkv_pair *pair = api_pair_borrow(m, m);
+    assert_non_null(pair);
+    skv_eval_ctx c = {.pair = pair, .map = map, .kv_f16 = true, .T_max = 256};
     skv_eval_pol h2o, skv, acc;
     assert_int_equal(skv_eval_pol_parse("h2o", NULL, &h2o), 0);
     assert_int_equal(skv_eval_pol_parse("smallkv:mass:profile", NULL, &skv), 0);
@@ -59,6 +61,7 @@ static void test_smallkv_beats_h2o(void **st) {
     for (int i = 0; i < 3; i++) skv_fid_free(&cells[i].acc);
     free(map);
     free(toks);
+    smallkv_pair_free(pair);
     skv_model_free(m);
 }
 

@@ -78,16 +78,48 @@ int api_spec_generate_batch(smallkv_session **ss, int n, int max_tokens, smallkv
 void api_spec_set_draft_hook(int (*hook)(int pos, int tok, void *user), void *user);
 void api_spec_set_draft_temp_factor(float factor);
 
-/* For the evaluation, which loads its models and builds its sessions itself: a pair over
- * models the caller keeps owning (smallkv_pair_free leaves them; no profile), and a public
- * session wrapped around a new, empty engine session ss of that pair's LLM (taken over: freed
- * with the session, also on error), on the CPU, drafting up to draft tokens a round (0:
- * none), so that smallkv_prefill / smallkv_step / smallkv_generate run on it. NULL + error. */
 /* o's policy spec with its policy_opts applied (smallkv_options_check); skipped: bit i for
  * each option a lenient check skipped (may be NULL). -1 + error. */
 int api_policy_spec(const smallkv_options *o, skv_policy_spec *out, unsigned long long *skipped);
+
+/* The backend a device name stands for (NULL: "cpu"), when this build and machine have it;
+ * NULL + error saying why not ("device cuda: built without CUDA (make CUDA=1)"). */
+const skv_backend *api_device(const char *name);
+/* Opening a session (smallkv_session_new after its policy parse): so, built by
+ * skv_session_opts_for, gets o's cache type, budget base, granularity and context
+ * (api_session_opts_apply), then a session on be runs it with o's drafting and sampling.
+ * NULL + error. */
+void api_session_opts_apply(const smallkv_pair *p, const smallkv_options *o, skv_session_opts *so);
+smallkv_session *api_session_open(smallkv_pair *p, const skv_backend *be, const smallkv_options *o, skv_session_opts *so);
+
+/* For the evaluation (eval/runner.c), which loads its models itself and drives its cells
+ * through the public API (cells.c). A pair over models the caller keeps owning
+ * (smallkv_pair_free leaves them; no profile: each cell names its mapping). */
 smallkv_pair *api_pair_borrow(const skv_model *llm, const skv_model *slm);
-smallkv_session *api_session_adopt(smallkv_pair *p, skv_session *ss, int draft, int draft_vocab);
+/* A cell: what smallkv_options cannot say. */
+typedef struct {
+    const skv_policy_spec *pol;   /* the parsed policy (o->policy and policy_opts are unused) */
+    const int *map;               /* head mapping [L*H] (NULL: none) and its profile's SLM depth */
+    int map_depth;                /*   (0: unknown) */
+    int T_max;                    /* prefill block (0: the default) */
+} api_cell;
+/* A session as smallkv_session_new(p, o) opens it (o's budget, device, cache, drafting...),
+ * with c's policy, mapping and prefill block. NULL + error. */
+smallkv_session *api_session_cell(smallkv_pair *p, const smallkv_options *o, const api_cell *c);
+/* A prefill base on the CPU (skv_session_derive, session.h): its smallkv_prefill is one exact
+ * prefill that cells derive from; slm_policy (NULL: none) names the policy whose SLM it
+ * prepares, to all layers. It cannot step. NULL + error. */
+smallkv_session *api_session_base(smallkv_pair *p, const char *slm_policy, int max_ctx, int kv_f16, int T_max);
+/* The cell (o, c) continuing from base's prefill, exactly as its own prefill of the same
+ * tokens would leave it (logits included). NULL + error when it cannot be derived: a
+ * device other than the CPU, drafting, or what skv_session_derive refuses (a compressed SLM
+ * cache, another observation window...); the cell then prefills by itself. */
+smallkv_session *api_session_derive(smallkv_session *base, const smallkv_options *o, const api_cell *c);
+/* The full memory report (skv_session_mem, session.h; smallkv_get_stats has a summary). */
+void api_session_mem(const smallkv_session *s, skv_session_mem *r);
+/* The LLM-head -> SLM-head map a policy matched online (SmallKV's mapping=online), NULL
+ * when it has none (yet). */
+const int *api_session_head_map(const smallkv_session *s);
 
 /* Upload the pair's models to be (once; another backend's uploads are released). -1 + error. */
 int api_pair_upload(smallkv_pair *p, const skv_backend *be);

@@ -16,23 +16,38 @@ void smallkv_options_default(smallkv_options *o) {
     o->device = "cpu";
 }
 
+const skv_backend *api_device(const char *name) {
+    const skv_backend *be = skv_backend_get(name ? name : "cpu");
+    if (!be) return NULL;
+    if (!be->available()) { skv_error_prefix("device %s", be->name); return NULL; }
+    return be;
+}
+
 smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo) {
     if (!p) { skv_error("smallkv_session_new: no model pair"); return NULL; }
     smallkv_options o;
     if (uo) o = *uo; else smallkv_options_default(&o);
-    const skv_backend *be = skv_backend_get(o.device ? o.device : "cpu");
+    const skv_backend *be = api_device(o.device);
     if (!be) return NULL;
-    if (!be->available()) { skv_error_prefix("device %s", be->name); return NULL; }
     skv_policy_spec pol;
     if (api_policy_spec(&o, &pol, NULL)) return NULL;
     skv_session_opts so;
     if (skv_session_opts_for(&so, &pol, o.budget, p->slm, p->map, p->prof ? p->prof->depth : 0)) return NULL;
-    const skv_policy_desc *d = so.pol.desc;
-    so.kv_f16 = !o.kv_f32;
-    so.budget_prompt = o.budget_prompt != 0;
-    so.per_head = o.per_head != 0;
+    return api_session_open(p, be, &o, &so);
+}
+
+void api_session_opts_apply(const smallkv_pair *p, const smallkv_options *o, skv_session_opts *so) {
+    so->kv_f16 = !o->kv_f32;
+    so->budget_prompt = o->budget_prompt != 0;
+    so->per_head = o->per_head != 0;
     const int cm = p->llm->cfg.ctx_max > 0 ? p->llm->cfg.ctx_max : 4096;
-    so.max_ctx = o.max_ctx > 0 ? o.max_ctx : (cm < 4096 ? cm : 4096);
+    so->max_ctx = o->max_ctx > 0 ? o->max_ctx : (cm < 4096 ? cm : 4096);
+}
+
+smallkv_session *api_session_open(smallkv_pair *p, const skv_backend *be, const smallkv_options *uo, skv_session_opts *so) {
+    const smallkv_options o = *uo;
+    const skv_policy_desc *d = so->pol.desc;
+    api_session_opts_apply(p, &o, so);
     if (be != skv_backend_get("cpu") && !(d->caps & SKV_POLICY_GPU)) {
         skv_error("policy %s does not run on device %s", d->name, be->name);
         return NULL;
@@ -48,15 +63,15 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
     if (smallkv_set_sampling(s, o.temperature, o.seed)) goto fail;   /* checked; buffers after api_spec_init */
     if (api_pair_upload(p, be)) goto fail;
     if ((d->caps & SKV_POLICY_KEEPS_ALL) && be->full_cache_on_device) {
-        s->seq_cap = so.max_ctx;
-        s->seq_token_bytes = skv_model_kv_bytes_per_token(p->llm, so.kv_f16 ? 2 : 4);
-        if (!(s->seq = be->seq_new(p->dev_llm, so.max_ctx, so.max_ctx < so.T_max ? so.max_ctx : so.T_max, so.kv_f16)))
+        s->seq_cap = so->max_ctx;
+        s->seq_token_bytes = skv_model_kv_bytes_per_token(p->llm, so->kv_f16 ? 2 : 4);
+        if (!(s->seq = be->seq_new(p->dev_llm, so->max_ctx, so->max_ctx < so->T_max ? so->max_ctx : so->T_max, so->kv_f16)))
             goto fail;
         return s;
     }
-    if (!(s->s = skv_session_new(p->llm, &so))) goto fail;
+    if (!(s->s = skv_session_new(p->llm, so))) goto fail;
     s->draft_adapt = o.draft_adapt != 0;
-    if (api_spec_init(s, &so, o.draft, o.draft_vocab)) {
+    if (api_spec_init(s, so, o.draft, o.draft_vocab)) {
         skv_session_free(s->s);
         goto fail;
     }
@@ -69,30 +84,6 @@ smallkv_session *smallkv_session_new(smallkv_pair *p, const smallkv_options *uo)
 fail:
     free(s);
     return NULL;
-}
-
-smallkv_session *api_session_adopt(smallkv_pair *p, skv_session *ss, int draft, int draft_vocab) {
-    smallkv_session *s = p && ss ? skv_calloc(1, sizeof *s, "session") : NULL;
-    if (!s) {
-        if (p && ss) skv_session_free(ss);
-        else skv_error("api_session_adopt: no pair or session");
-        return NULL;
-    }
-    if (ss->n > 0 || ss->m != p->llm) {
-        skv_session_free(ss);
-        free(s);
-        skv_error("api_session_adopt: the session must be new and of the pair's LLM");
-        return NULL;
-    }
-    s->p = p;
-    s->be = skv_backend_get("cpu");
-    s->s = ss;
-    if (api_spec_init(s, &ss->o, draft, draft_vocab)) {
-        skv_session_free(ss);
-        free(s);
-        return NULL;
-    }
-    return s;
 }
 
 static void detach(smallkv_session *s) {

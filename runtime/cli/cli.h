@@ -1,6 +1,7 @@
 /* cli.h: the pieces shared by the `smallkv` subcommands (the .c files in runtime/cli/). They
  * speak only the public API, include/smallkv.h, except `smallkv eval` (eval.c, eval_report.c),
- * which drives the evaluation library (eval/) on the runtime's internals.
+ * which loads its models and profile itself and drives the evaluation library (eval/: public
+ * sessions, plus what runtime/api/api.h adds for cells).
  * Exit codes: 0 ok, 1 error (one line "smallkv: <message>" on stderr), 2 bad arguments
  * (a one-line reason and the subcommand's usage on stderr). */
 #ifndef SKV_CLI_H

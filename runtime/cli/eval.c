@@ -19,6 +19,7 @@
 #include "eval/data.h"
 #include "eval/longctx.h"
 #include "eval/runner.h"
+#include "runtime/api/api.h"
 #include "eval/store.h"
 #include "runtime/model/fingerprint.h"
 #include "runtime/format/profile.h"
@@ -101,6 +102,10 @@ static const char *EVAL_USAGE =
     "  --data DIR           data folder (default $SKV_DATA_DIR or data; filled by\n"
     "                       scripts/fetch-data.sh)\n"
     "  --kv f16|f32         KV element type (default f16)\n"
+    "  --device cpu|cuda    where the cells run (default cpu); cuda needs a build with make CUDA=1\n"
+    "                       and a GPU, and policies that run there (\"GPU decode\" in the list\n"
+    "                       below); cells then prefill by themselves (no shared prefill), and\n"
+    "                       keys and records name the device\n"
     "  --threads N          OpenMP threads (default: all cores)\n"
     "  --batch N            cells decoded together per step (default 16); 1 steps them one by\n"
     "                       one and times each fidelity cell (for speed comparisons)\n"
@@ -116,7 +121,7 @@ static const char *EVAL_USAGE =
     "  --max-kl-rise R      choose the smallest depth whose mean KL is at most (1 + R) times\n"
     "                       the deepest's (default 0.05)\n"
     "  --write-profile OUT  write the profile with the chosen depth and the table to OUT\n"
-    "One exact prefill per unit serves every cell (derived sessions, see session.h).\n"
+    "One exact prefill per unit serves every cell on the CPU (derived sessions, see session.h).\n"
     "Records are written after every unit (atomic rewrite); progress and ETA go to stderr (a\n"
     "line per unit or per minute when stderr is not a terminal).\n"
     "MPI (make MPI=1): mpirun -n N build/bin/smallkv-mpi eval TASK ... -o RESULTS.json gives the\n"
@@ -129,6 +134,7 @@ static const char *EVAL_USAGE =
 
 typedef struct {
     const char *task, *llm_path, *slm_path, *profile_path, *out, *data_dir, *kv;
+    const char *device;            /* the cells' device: "cpu" or "cuda" */
     char defaults[512];            /* "name=value,..." policy option defaults from the flags */
     char *pol_specs[MAXL]; int n_pols;
     double budgets[MAXL]; int n_budgets;
@@ -156,6 +162,7 @@ typedef struct {
     double max_kl_rise;
     /* loaded */
     skv_model *llm, *slm;
+    smallkv_pair *pair;            /* the sessions' view of llm and slm (borrowed) */
     skv_profile *prof;
     skv_model_fp fp_llm, fp_slm;
     char prof_sha[65];
@@ -269,10 +276,12 @@ static double cell_budget(const skv_eval_pol *p, double budget) {
 static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n) {
     /* the settings' defaults add nothing, so keys of earlier records stay as they were */
     const bool compresses = !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL);
-    snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s%s%s%s", c->task, unit, p->label,
+    const bool on_cpu = !strcmp(c->device, "cpu");
+    snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s%s%s%s%s%s", c->task, unit, p->label,
              cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) || c->draft ? c->fp_slm.weight_hash : "-",
              uses_profile(c, p) ? c->prof_sha : "-", c->kv, compresses && c->ctx.budget_prompt ? "|base=prompt" : "",
-             c->chat ? "|chat" : "", compresses && c->ctx.per_head ? "|gran=head" : "");
+             c->chat ? "|chat" : "", compresses && c->ctx.per_head ? "|gran=head" : "", on_cpu ? "" : "|dev=",
+             on_cpu ? "" : c->device);
 }
 
 /* ------------------------------------------------------------------ units and shards */
@@ -364,6 +373,7 @@ static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol
     cJSON *s = cJSON_AddObjectToObject(r, "settings");
     cJSON_AddNumberToObject(s, "threads", omp_get_max_threads());
     cJSON_AddStringToObject(s, "kv", c->kv);
+    if (strcmp(c->device, "cpu")) cJSON_AddStringToObject(s, "device", c->device);   /* cpu: as before */
     cJSON_AddStringToObject(s, "data_dir", c->data_dir);
     char date[32];
     time_t now = time(NULL);
@@ -1186,6 +1196,7 @@ static void free_cfg(eval_cfg *c) {
     skv_store_free(c->done);
     skv_store_free(c->store);
     skv_profile_free(c->prof);
+    smallkv_pair_free(c->pair);   /* before the models it borrows */
     skv_model_free(c->slm);
     skv_model_free(c->llm);
 }
@@ -1195,6 +1206,8 @@ static int g_restore_stderr = -1;
 
 /* Open the results (open_stores), load the models and the profile. 0 or -1 (message printed). */
 static int eval_setup(eval_cfg *c, bool need_slm) {
+    /* before anything loads: a build without CUDA, or a machine without a GPU, says so */
+    if (!api_device(c->device)) { cli_fail("eval"); return -1; }
     if (open_stores(c)) { cli_fail(NULL); return -1; }
     if (!(c->llm = cli_load(c->llm_path))) return -1;
     if (!c->llm->tok) { fprintf(stderr, "smallkv: %s has no tokenizer\n", c->llm_path); return -1; }
@@ -1207,6 +1220,7 @@ static int eval_setup(eval_cfg *c, bool need_slm) {
             return -1;
         }
     }
+    if (!(c->pair = api_pair_borrow(c->llm, c->slm))) { cli_fail(NULL); return -1; }
     if (c->profile_path) {
         if (!(c->prof = skv_profile_load(c->profile_path))) { cli_fail(NULL); return -1; }
         if (c->slm && skv_profile_check_models(c->prof, &c->fp_slm, &c->fp_llm)) { cli_fail(c->profile_path); return -1; }
@@ -1222,6 +1236,7 @@ static int eval_main(int argc, char **argv, int rank, int size) {
     c.rank = rank;
     c.size = size;
     c.kv = "f16";
+    c.device = "cpu";
     c.tokens = 2048; c.prefill = 512; c.batch = 16; c.variants = 3;
     c.max_kl_rise = 0.05;
     c.needles = 4; c.max_length = 3500;
@@ -1287,6 +1302,7 @@ static int eval_main(int argc, char **argv, int rank, int size) {
         }
         else if (!strcmp(a, "--data")) ok = cli_str(argc, argv, &i, &c.data_dir);
         else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &c.kv);
+        else if (!strcmp(a, "--device")) ok = cli_str(argc, argv, &i, &c.device);
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) ok = cli_str(argc, argv, &i, &c.out);
         else if (!strcmp(a, "--limit")) ok = cli_int(argc, argv, &i, 1, 1000000, &c.limit);
         else if (!strcmp(a, "--tokens")) { ok = cli_int(argc, argv, &i, 3, 1 << 20, &c.tokens); tokens_given = true; }
@@ -1334,6 +1350,8 @@ static int eval_main(int argc, char **argv, int rank, int size) {
     else if (!c.llm_path) why = "missing --llm";
     else if (!c.out) why = "missing -o RESULTS.json";
     else if (strcmp(c.kv, "f16") && strcmp(c.kv, "f32")) why = "--kv must be f16 or f32";
+    else if (strcmp(c.device, "cpu") && strcmp(c.device, "cuda")) why = "--device must be cpu or cuda";
+    else if (c.draft && strcmp(c.device, "cpu")) why = "--draft runs on the CPU only (speculative decoding)";
     else if ((c.n_pols = split(pols, c.pol_specs, MAXL)) <= 0) why = "bad --policies";
     else if ((c.n_budgets = split_num(budgets, c.budgets, MAXL, 1e-6, 1.0)) <= 0) why = "bad --budgets (fractions in (0, 1])";
     else if ((c.n_corpora = split(corpora, c.corpora, MAXL)) <= 0) why = "bad --corpora";
@@ -1377,6 +1395,10 @@ static int eval_main(int argc, char **argv, int rank, int size) {
             return CLI_USAGE;
         }
         if (runs_slm(&c.pols[i])) need_slm = true;
+        if (strcmp(c.device, "cpu") && !(c.pols[i].spec.desc->caps & SKV_POLICY_GPU)) {
+            free_cfg(&c);
+            return cli_usage_error(EVAL_USAGE, "eval: policy %s does not run on device %s", c.pol_specs[i], c.device);
+        }
         /* drafted cells are other cells: their own label (and so key and report row) */
         if (c.draft) {
             const size_t l = strlen(c.pols[i].label);
@@ -1408,8 +1430,8 @@ static int eval_main(int argc, char **argv, int rank, int size) {
         if (started) fprintf(stderr, "smallkv: eval: rank %d: another rank failed to start\n", c.rank);
         goto done;
     }
-    c.ctx.llm = c.llm;
-    c.ctx.slm = c.slm;
+    c.ctx.pair = c.pair;
+    c.ctx.device = c.device;
     c.ctx.map = c.prof ? c.prof->map : NULL;
     c.ctx.map_depth = c.prof ? c.prof->depth : 0;
     c.ctx.kv_f16 = !strcmp(c.kv, "f16");

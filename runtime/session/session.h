@@ -61,11 +61,11 @@ typedef struct {
 } skv_session_opts;
 
 void skv_session_opts_default(skv_session_opts *o);
-/* The one place that turns a policy and a model pair into session options (the public API
- * and the evaluation harness both build their sessions here): defaults, then pol at budget
- * for llm; a policy that needs the SLM gets slm, map and the profile's depth map_depth (0:
- * unknown), and is refused without an SLM, or without a mapping when its options need one,
- * or with a budget outside (0, 1].
+/* The one place that turns a policy and a model pair into session options (every public-API
+ * session is built here, the evaluation's cells too, runtime/api/cells.c): defaults, then
+ * pol at budget for llm; a policy that needs the SLM gets slm, map and the profile's depth
+ * map_depth (0: unknown), and is refused without an SLM, or without a mapping when its
+ * options need one, or with a budget outside (0, 1].
  * The caller sets the rest (cache type, lengths). -1 + error. */
 int skv_session_opts_for(skv_session_opts *o, const skv_policy_spec *pol, double budget, const skv_model *slm,
                          const int *map, int map_depth);
