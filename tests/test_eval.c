@@ -212,14 +212,7 @@ static void test_policy_specs(void **st) {
 
 static void test_fidelity_tiny(void **st) {
     (void)st;
-    tiny_model *t = tiny_model_new(SKV_ARCH_LLAMA, 42, 0, SKV_F32);
-    char path[256];
-    snprintf(path, sizeof path, "/tmp/skv_test_eval_%d.gguf", (int)getpid());
-    assert_non_null(t);
-    assert_int_equal(tiny_model_write_gguf(t, path, SKV_F32), 0);
-    tiny_model_free(t);
-    skv_model *m = skv_model_load_gguf(path);
-    unlink(path);
+    skv_model *m = tiny_model_load(SKV_ARCH_LLAMA, 42, "eval");
     assert_non_null(m);
     const int N = 96, P = 48, V = m->cfg.vocab;
     int toks[96];
@@ -743,14 +736,7 @@ static void test_device_unavailable(void **st) {
     snprintf(why, sizeof why, "%s", skv_last_error());
     print_message("device cuda: %s\n", why);
     assert_non_null(strstr(why, "device cuda"));
-    tiny_model *t = tiny_model_new(SKV_ARCH_LLAMA, 42, 0, SKV_F32);
-    char path[256];
-    snprintf(path, sizeof path, "/tmp/skv_test_eval_dev_%d.gguf", (int)getpid());
-    assert_non_null(t);
-    assert_int_equal(tiny_model_write_gguf(t, path, SKV_F32), 0);
-    tiny_model_free(t);
-    skv_model *m = skv_model_load_gguf(path);
-    unlink(path);
+    skv_model *m = tiny_model_load(SKV_ARCH_LLAMA, 42, "eval_dev");
     assert_non_null(m);
     smallkv_pair *pair = api_pair_borrow(m, NULL);
     skv_eval_ctx c = {.pair = pair, .device = "cuda", .kv_f16 = true, .T_max = 32};
