@@ -118,7 +118,7 @@ def main():
     ap.add_argument("--slm-kv", default="f16", choices=sorted(SLM_KV),
                     help="the SLM cache's element type for the smallkv rows (default f16; a k8v4 row is always added)")
     ap.add_argument("--colsum", action="store_true", help="SmallKV keeps the SLM's column sums too (score=acc)")
-    ap.add_argument("--contexts", default="4096,16384,32768", help="context lengths (tokens) of the table")
+    ap.add_argument("--contexts", type=contexts, default="4096,16384,32768", help="context lengths (tokens) of the table")
     ap.add_argument("--crossover", action="store_true",
                     help="print the shortest context at which each SmallKV setting's step beats the full cache's")
     ap.add_argument("--group", type=int, default=6, help="query heads per KV head (attention FLOPs)")
@@ -139,7 +139,7 @@ def main():
         return
     print("| policy | context | batch | ms/token | tokens/s/seq | tokens/s total | HBM GB/step | host GB/step | vs full |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for S in (int(x) for x in a.contexts.split(",")):
+    for S in a.contexts:
         for B in (1, 16, 64):
             full, _, _ = step(a, llm, slm, "full", B, S)
             rows = []
@@ -161,6 +161,17 @@ def main():
                 hgb = "-" if host != host else f"{host / 1e9:.3f}"
                 print(f"| {pol} | {S // 1024}K | {B} | {t * 1e3:.2f} | {1 / t:.0f} | {B / t:.0f} | "
                       f"{gb} | {hgb} | {full / t:.2f}{'' if fits else ' (cache > 141 GB)'} |")
+
+
+def contexts(text):
+    """--contexts: comma-separated positive token counts."""
+    try:
+        v = [int(x) for x in text.split(",")]
+    except ValueError:
+        v = []
+    if not v or min(v) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': want token counts such as 4096,32768")
+    return v
 
 
 def crossover(a, llm, slm):
