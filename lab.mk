@@ -49,7 +49,7 @@ QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --thr
 # the newer evaluations (sections 11-14 of docs/results.md) run the default (8-row group) layout
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED)
 
-.PHONY: eval-length-speed eval-paper eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
+.PHONY: eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -94,6 +94,7 @@ eval-equal-memory: $(SKV) | data
 	$(EQMEM) --policies smallkv:slmb=0.12,smallkv:score=acc:slmb=0.12 --budgets 0.05
 	$(EQMEM) --policies smallkv:slmb=0.24,smallkv:score=acc:slmb=0.24 --budgets 0.1
 	$(EQMEM) --policies oracle --budgets 0.1,0.2
+	$(EQMEM) --policies kvzip --budgets 0.1,0.2
 
 # GSM8K at 10 % on 200 problems (docs/results.md section 12): SmallKV score=now against
 # Quest, the oracle bound, SnapKV as published and the full cache; the default layout;
@@ -250,27 +251,35 @@ eval-bbh-retrieval: $(SKV) | data
 	  bbh --policies full,streamingllm,h2o,snapkv,quest,oracle,smallkv:score=acc,smallkv --budgets 0.1,0.2 \
 	  --limit 10 -o results/qwen-bbh-retrieval.json
 # The SmallKV paper's own protocol (issue 42; docs/lab/paper-protocol.md says which parts of
-# it could be read): GSM8K (200 problems) and BBH (all 27 tasks, 10 prompts each) as one user
-# turn of the chat template, the budget a fraction of the prompt length fixed at the first
-# compression (H2O's code), at 5 / 10 / 20 %: the full cache, H2O, PyramidInfer, SmallKV as
-# published (score=acc, with the 2:1:2 split and with split=small) and this project's
-# score=now, Quest and the oracle, one token set per KV head; then H2O and SmallKV selecting
-# per attention head (each query head its own set, the union stored), as the paper and
-# H2O's code do. --max-new 512: as a chat turn the Instruct model's reasoning runs longer
-# than the plain few-shot answers (at 256 tokens the full cache finished 1 of 6 probe
-# problems). Many hours on 2 cores; resumable; run it from a clean commit.
+# it could be read): GSM8K (200 problems) and BBH (all 27 tasks, 10 prompts each) in the chat
+# template with each few-shot example its own user and assistant turn (lm-eval's
+# --apply_chat_template --fewshot_as_multiturn: the Instruct model then answers in the
+# examples' short form; as one long user turn it wrote 256+ tokens and rarely finished), the
+# budget a fraction of the prompt length fixed at the first compression (H2O's code), at
+# 5 / 10 / 20 %: the full cache, H2O, PyramidInfer, SmallKV as published (score=acc, with the
+# 2:1:2 split and with split=small) and this project's score=now, Quest and the oracle, one
+# token set per KV head; then H2O and SmallKV selecting per attention head (each query head
+# its own set, the union stored), as the paper and H2O's code do. Many hours on 2 cores;
+# resumable (PAPER_LIMIT / PAPER_BBH_LIMIT smaller for a first pass, larger later: the
+# records' keys do not depend on them); run it from a clean commit.
 PAPER_POLICIES ?= full,h2o,pyramidinfer,smallkv:score=acc,smallkv:score=acc:split=small,smallkv,quest,oracle
 PAPER_HEAD_POLICIES ?= h2o,smallkv:score=acc,smallkv:score=acc:split=small,smallkv
 PAPER_BUDGETS  ?= 0.05,0.1,0.2
+PAPER_LIMIT    ?= 200
+PAPER_BBH_LIMIT ?= 10
 comma := ,
 BBH_ALL = $(subst $(eval) ,$(comma),$(sort $(basename $(notdir $(wildcard data/bbh/bbh/*.json)))))
-PAPER_EVAL = $(QEVAL_PACKED) --chat --budget-base prompt --max-new 512 --budgets $(PAPER_BUDGETS)
-eval-paper: $(SKV) | data
+PAPER_EVAL = $(QEVAL_PACKED) --chat-turns --budget-base prompt --max-new 256 --budgets $(PAPER_BUDGETS)
+eval-paper: eval-paper-gsm8k eval-paper-bbh
+eval-paper-gsm8k: $(SKV) | data
 	@mkdir -p results
-	$(PAPER_EVAL) --policies $(PAPER_POLICIES) gsm8k --limit 200 -o results/qwen-paper-gsm8k.json
-	$(PAPER_EVAL) --policies $(PAPER_HEAD_POLICIES) --granularity head gsm8k --limit 200 -o results/qwen-paper-gsm8k.json
-	$(PAPER_EVAL) --policies $(PAPER_POLICIES) bbh --bbh-tasks $(BBH_ALL) --limit 10 -o results/qwen-paper-bbh.json
-	$(PAPER_EVAL) --policies $(PAPER_HEAD_POLICIES) --granularity head bbh --bbh-tasks $(BBH_ALL) --limit 10 \
-	  -o results/qwen-paper-bbh.json
+	$(PAPER_EVAL) --policies $(PAPER_POLICIES) gsm8k --limit $(PAPER_LIMIT) -o results/qwen-paper-gsm8k.json
+	$(PAPER_EVAL) --policies $(PAPER_HEAD_POLICIES) --granularity head gsm8k --limit $(PAPER_LIMIT) \
+	  -o results/qwen-paper-gsm8k.json
+eval-paper-bbh: $(SKV) | data
+	@mkdir -p results
+	$(PAPER_EVAL) --policies $(PAPER_POLICIES) bbh --bbh-tasks $(BBH_ALL) --limit $(PAPER_BBH_LIMIT) -o results/qwen-paper-bbh.json
+	$(PAPER_EVAL) --policies $(PAPER_HEAD_POLICIES) --granularity head bbh --bbh-tasks $(BBH_ALL) \
+	  --limit $(PAPER_BBH_LIMIT) -o results/qwen-paper-bbh.json
 eval-report: $(SKV) | data
 	$(SKV) eval report $(wildcard results/qwen-*.json) -o docs/results-qwen.md

@@ -325,6 +325,71 @@ bool skv_gsm8k_stop(const char *text, void *u) {
     return false;
 }
 
+/* ------------------------------------------------------------------ few-shot turns */
+
+static char *trimmed(const char *a, const char *b) {
+    while (a < b && isspace((unsigned char)*a)) a++;
+    while (b > a && isspace((unsigned char)b[-1])) b--;
+    char *o = skv_malloc((size_t)(b - a) + 1, "chat turn");
+    if (o) { memcpy(o, a, (size_t)(b - a)); o[b - a] = 0; }
+    return o;
+}
+
+/* the next example's start at or after p: q_mark at the text's start or after a newline */
+static const char *next_example(const char *text, const char *p, const char *q_mark) {
+    for (const char *s = p; (s = strstr(s, q_mark)) != NULL; s++)
+        if (s == text || s[-1] == '\n') return s;
+    return NULL;
+}
+
+void skv_fewshot_turns_free(char **contents, int n) {
+    for (int i = 0; contents && i < n; i++) free(contents[i]);
+    free(contents);
+}
+
+int skv_fewshot_turns(const char *shots, const char *q_mark, const char *a_mark, const char *question,
+                      char ***contents) {
+    *contents = NULL;
+    int k = 0;
+    for (const char *s = shots; (s = next_example(shots, s, q_mark)) != NULL; s++) k++;
+    char **o = skv_calloc((size_t)(2 * k + 1), sizeof(char *), "chat turns");
+    if (!o) return -1;
+    const char *first = next_example(shots, shots, q_mark);
+    char *desc = trimmed(shots, first ? first : shots + strlen(shots));
+    if (!desc) { free(o); return -1; }
+    int n = 0;
+    for (const char *s = first; s; n += 2) {
+        const char *end = next_example(shots, s + 1, q_mark);
+        if (!end) end = s + strlen(s);
+        const char *a = strstr(s, a_mark);
+        if (!a || a >= end) {
+            skv_fewshot_turns_free(o, n);
+            free(desc);
+            return skv_error("few-shot example %d has no '%s'", n / 2, a_mark + (a_mark[0] == '\n'));
+        }
+        a += strlen(a_mark);
+        o[n] = trimmed(s, a);
+        o[n + 1] = trimmed(a, end);
+        if (!o[n] || !o[n + 1]) { skv_fewshot_turns_free(o, n + 2); free(desc); return -1; }
+        s = *end ? end : NULL;
+    }
+    o[n] = skv_strdup(question);
+    if (!o[n]) { skv_fewshot_turns_free(o, n); free(desc); return -1; }
+    n++;
+    if (*desc) {
+        /* the description opens the first user turn */
+        const size_t l = strlen(desc) + 2 + strlen(o[0]) + 1;
+        char *u = skv_malloc(l, "chat turn");
+        if (!u) { skv_fewshot_turns_free(o, n); free(desc); return -1; }
+        snprintf(u, l, "%s\n\n%s", desc, o[0]);
+        free(o[0]);
+        o[0] = u;
+    }
+    free(desc);
+    *contents = o;
+    return n;
+}
+
 /* ------------------------------------------------------------------ bbh */
 
 char *skv_bbh_prompt(const char *data_dir, const char *task) {

@@ -51,4 +51,16 @@ char *skv_bbh_prompt(const char *data_dir, const char *task);
 int skv_bbh_item(const char *data_dir, const char *task, int i, char **input, char **target);
 bool skv_bbh_stop(const char *text, void *u);
 
+/* Few-shot examples as chat turns (lm-eval's --apply_chat_template --fewshot_as_multiturn):
+ * `shots` is the plain few-shot text (skv_gsm8k_fewshot, skv_bbh_prompt), each example
+ * starting a line with `q_mark` ("Question: ", "Q: ") and its answer after `a_mark`
+ * ("\nAnswer:", "\nA: Let's think step by step."). The user turn of an example runs to the end
+ * of a_mark, the assistant turn is the rest (trimmed); text before the first example (a
+ * task description) opens the first user turn, which `question` (the final user turn, a_mark
+ * included) then follows when there are no examples. *contents gets 2k+1 heap strings
+ * (user, assistant, ..., the question's user turn): the count, or -1 + error. */
+int skv_fewshot_turns(const char *shots, const char *q_mark, const char *a_mark, const char *question,
+                      char ***contents);
+void skv_fewshot_turns_free(char **contents, int n);
+
 #endif

@@ -219,6 +219,11 @@ static void test_usage(void **st) {
     }
     assert_int_equal(run(out, sizeof out, "frobnicate"), 2);
     assert_non_null(strstr(out, "unknown command 'frobnicate'"));
+    /* few-shot turns only where there are few-shot examples, and without padding */
+    assert_int_equal(run(out, sizeof out, "eval --llm x --chat-turns passkey -o /tmp/x.json"), 2);
+    assert_non_null(strstr(out, "--chat-turns is for gsm8k and bbh"));
+    assert_int_equal(run(out, sizeof out, "eval --llm x --chat-turns --pad-to 2048 gsm8k -o /tmp/x.json"), 2);
+    assert_non_null(strstr(out, "do not combine"));
 }
 
 static void test_profile_show(void **st) {

@@ -149,6 +149,41 @@ static void test_answers(void **st) {
     assert_string_equal(b, "58213");
 }
 
+/* few-shot text as chat turns: the description opens the first user turn, each example's
+ * user turn ends with its answer mark, the assistant turn is the rest, the question last */
+static void test_fewshot_turns(void **st) {
+    (void)st;
+    char **t = NULL;
+    const char *bbh = "Infer the date.\n\nQ: Today is 1/2/2000. Options:\n(A) x\nA: Let's think step by step.\n"
+                      "It is 1/2/2000. So the answer is (A).\n\nQ: Q: twice?\nA: Let's think step by step.\nYes. "
+                      "So the answer is (B).";
+    int n = skv_fewshot_turns(bbh, "Q: ", "\nA: Let's think step by step.", "Q: last\nA: Let's think step by step.", &t);
+    assert_int_equal(n, 5);
+    assert_string_equal(t[0], "Infer the date.\n\nQ: Today is 1/2/2000. Options:\n(A) x\nA: Let's think step by step.");
+    assert_string_equal(t[1], "It is 1/2/2000. So the answer is (A).");
+    assert_string_equal(t[2], "Q: Q: twice?\nA: Let's think step by step."); /* "Q: " inside a line is no new example */
+    assert_string_equal(t[3], "Yes. So the answer is (B).");
+    assert_string_equal(t[4], "Q: last\nA: Let's think step by step.");
+    skv_fewshot_turns_free(t, n);
+    const char *gsm = "Question: 2+2?\nAnswer: 2+2=4. The answer is 4.\n\nQuestion: 3*3?\nAnswer: 9. The answer is 9.\n\n";
+    n = skv_fewshot_turns(gsm, "Question: ", "\nAnswer:", "Question: 1+1?\nAnswer:", &t);
+    assert_int_equal(n, 5);
+    assert_string_equal(t[0], "Question: 2+2?\nAnswer:");
+    assert_string_equal(t[1], "2+2=4. The answer is 4.");
+    assert_string_equal(t[3], "9. The answer is 9.");
+    assert_string_equal(t[4], "Question: 1+1?\nAnswer:");
+    skv_fewshot_turns_free(t, n);
+    /* no examples: the description opens the question's turn */
+    n = skv_fewshot_turns("Solve it.", "Q: ", "\nA:", "Q: 1\nA:", &t);
+    assert_int_equal(n, 1);
+    assert_string_equal(t[0], "Solve it.\n\nQ: 1\nA:");
+    skv_fewshot_turns_free(t, n);
+    /* an example without its answer mark is an error, not a silently merged turn */
+    assert_int_equal(skv_fewshot_turns("Q: a\nno answer\n\nQ: b\nA: c", "Q: ", "\nA:", "Q: x\nA:", &t), -1);
+    assert_null(t);
+    assert_non_null(strstr(skv_last_error(), "few-shot example 0"));
+}
+
 static void test_store(void **st) {
     (void)st;
     char path[256];
@@ -782,6 +817,7 @@ int main(void) {
         cmocka_unit_test(test_bootstrap),
         cmocka_unit_test(test_corpora),
         cmocka_unit_test(test_answers),
+        cmocka_unit_test(test_fewshot_turns),
         cmocka_unit_test(test_store),
         cmocka_unit_test(test_policy_specs),
         cmocka_unit_test(test_fidelity_tiny),

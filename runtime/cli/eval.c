@@ -99,6 +99,9 @@ static const char *EVAL_USAGE =
     "                       longbench: the subset's dataset2maxlen.json value, 512 for multi_news)\n"
     "  --chat               gsm8k, bbh, niah, longbench: the prompt as one user turn of the model's\n"
     "                       chat template, the answer in the assistant turn (for Instruct models)\n"
+    "  --chat-turns         gsm8k, bbh: the chat template with each few-shot example as a user\n"
+    "                       and an assistant turn, the question the last user turn (lm-eval's\n"
+    "                       --apply_chat_template --fewshot_as_multiturn)\n"
     "  --data DIR           data folder (default $SKV_DATA_DIR or data; filled by\n"
     "                       scripts/fetch-data.sh)\n"
     "  --kv f16|f32         KV element type (default f16)\n"
@@ -146,6 +149,7 @@ typedef struct {
     int variants;                  /* passkey units per (length, depth) */
     int draft;                     /* generation tasks: speculative decoding with K drafts (0: off) */
     bool chat;                     /* gsm8k, bbh, niah, longbench: the prompt as one user turn of the chat template */
+    bool chat_turns;               /* gsm8k, bbh: each few-shot example its own user/assistant turns */
     int niah_kinds[SKV_NIAH_KINDS], n_niah_kinds, needles;   /* niah */
     int pad_to;                    /* gsm8k, bbh: prompt tokens with pg-essays padding (0: none) */
     char *subsets[MAXL]; int n_subsets;   /* longbench */
@@ -280,7 +284,7 @@ static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p,
     snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s%s%s%s%s%s", c->task, unit, p->label,
              cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) || c->draft ? c->fp_slm.weight_hash : "-",
              uses_profile(c, p) ? c->prof_sha : "-", c->kv, compresses && c->ctx.budget_prompt ? "|base=prompt" : "",
-             c->chat ? "|chat" : "", compresses && c->ctx.per_head ? "|gran=head" : "", on_cpu ? "" : "|dev=",
+             c->chat_turns ? "|chat=turns" : c->chat ? "|chat" : "", compresses && c->ctx.per_head ? "|gran=head" : "", on_cpu ? "" : "|dev=",
              on_cpu ? "" : c->device);
 }
 
@@ -358,6 +362,7 @@ static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol
     cJSON_AddStringToObject(r, "granularity",
                             c->ctx.per_head && !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL) ? "attention_head" : "kv_head");
     if (c->chat) cJSON_AddBoolToObject(r, "chat_template", true);
+    if (c->chat_turns) cJSON_AddBoolToObject(r, "fewshot_turns", true);
     cJSON_AddItemToObject(r, "options", options_json(p));
     cJSON *m = cJSON_AddObjectToObject(r, "models");
     cJSON_AddItemToObject(m, "llm", fp_json(c->llm_path, &c->fp_llm));
@@ -781,6 +786,31 @@ static int encode_prompt(const eval_cfg *c, const char *text, int **ids) {
     return n;
 }
 
+/* --chat-turns: the few-shot text `shots` as user/assistant turns, then `question` (its
+ * answer mark included) as the last user turn, the assistant's header last. Count (*ids heap),
+ * or -1 + error. */
+static int encode_turns(const eval_cfg *c, int kind, const char *shots, const char *question, int **ids) {
+    *ids = NULL;
+    char **turns = NULL;
+    const int nt = skv_fewshot_turns(shots, kind == 1 ? "Question: " : "Q: ",
+                                     kind == 1 ? "\nAnswer:" : "\nA: Let's think step by step.", question, &turns);
+    if (nt < 0) return -1;
+    const char **roles = skv_malloc((size_t)nt * sizeof(char *), "chat roles");
+    char *chat = NULL;
+    if (roles) {
+        for (int i = 0; i < nt; i++) roles[i] = i % 2 ? "assistant" : "user";
+        chat = skv_chat_render(c->llm->tok, roles, (const char *const *)turns, nt);
+    }
+    free(roles);
+    skv_fewshot_turns_free(turns, nt);
+    int n = chat ? skv_tokenize(c->llm->tok, chat, strlen(chat), true, NULL, 0) : -1;
+    if (n > 0 && (*ids = skv_malloc((size_t)n * sizeof(int), "token ids")))
+        n = skv_tokenize(c->llm->tok, chat, strlen(chat), true, *ids, n);
+    else if (n > 0) n = -1;
+    free(chat);
+    return n;
+}
+
 /* The tokens of pg-essays' first n_min tokens or more (no BOS), for padding and haystacks.
  * Count (*out heap), or -1 + error. */
 static int filler_tokens(const eval_cfg *c, int n_min, int **out) {
@@ -859,7 +889,13 @@ static int run_text_task(eval_cfg *c, int kind) {
             char *prompt = kind == 1 ? concat3(shots, "Question: ", in) : concat3(shots, "\n\nQ: ", in);
             char *full = prompt ? concat3(prompt, kind == 1 ? "\nAnswer:" : "\nA: Let's think step by step.", "") : NULL;
             int *ids = NULL, n = -1, pad = 0;
-            if (full) n = c->pad_to ? pad_prompt(c, fill, n_fill, full, &ids, &pad) : encode_prompt(c, full, &ids);
+            if (full && c->chat_turns) {
+                char *q = concat3(kind == 1 ? "Question: " : "Q: ", in,
+                                  kind == 1 ? "\nAnswer:" : "\nA: Let's think step by step.");
+                n = q ? encode_turns(c, kind, shots, q, &ids) : -1;
+                free(q);
+            }
+            else if (full) n = c->pad_to ? pad_prompt(c, fill, n_fill, full, &ids, &pad) : encode_prompt(c, full, &ids);
             if (n < 2) { rc = cli_fail("prompt"); }
             else {
                 cJSON *uj = cJSON_CreateObject();
@@ -1309,6 +1345,7 @@ static int eval_main(int argc, char **argv, int rank, int size) {
         else if (!strcmp(a, "--prefill")) ok = cli_int(argc, argv, &i, 1, 1 << 20, &c.prefill);
         else if (!strcmp(a, "--max-new")) ok = cli_int(argc, argv, &i, 1, 1 << 16, &c.max_new);
         else if (!strcmp(a, "--chat")) c.chat = true;
+        else if (!strcmp(a, "--chat-turns")) c.chat = c.chat_turns = true;
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &c.threads);
         else if (!strcmp(a, "--batch")) ok = cli_int(argc, argv, &i, 1, 64, &c.batch);
         else if (!strcmp(a, "--variants")) { ok = cli_int(argc, argv, &i, 1, 8, &c.variants); variants_given = true; }
@@ -1381,6 +1418,8 @@ static int eval_main(int argc, char **argv, int rank, int size) {
             if (strcmp(c.subsets[i], "multi_news") && strcmp(c.subsets[i], "gov_report") && strcmp(c.subsets[i], "qmsum"))
                 why = "--subsets: the ROUGE-L subsets multi_news, gov_report, qmsum";
         if (!why && c.pad_to && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh")) why = "--pad-to is for gsm8k and bbh";
+        if (!why && c.chat_turns && strcmp(c.task, "gsm8k") && strcmp(c.task, "bbh")) why = "--chat-turns is for gsm8k and bbh";
+        if (!why && c.chat_turns && c.pad_to) why = "--chat-turns and --pad-to do not combine (the padding has no turn)";
         if (!why && c.size > 1 && !strcmp(c.task, "depth")) why = "eval depth runs in one process (not under mpirun)";
     }
     if (why) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: %s", why); }
