@@ -49,7 +49,7 @@ QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --thr
 # the newer evaluations (sections 11-14 of docs/results.md) run the default (8-row group) layout
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED)
 
-.PHONY: eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
+.PHONY: eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-paper-rebuttal eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -269,7 +269,8 @@ PAPER_LIMIT    ?= 200
 PAPER_BBH_LIMIT ?= 10
 comma := ,
 BBH_ALL = $(subst $(eval) ,$(comma),$(sort $(basename $(notdir $(wildcard data/bbh/bbh/*.json)))))
-PAPER_EVAL = $(QEVAL_PACKED) --chat-turns --budget-base prompt --max-new 256 --budgets $(PAPER_BUDGETS)
+PAPER_BASE = $(QEVAL_PACKED) --chat-turns --budget-base prompt --max-new 256
+PAPER_EVAL = $(PAPER_BASE) --budgets $(PAPER_BUDGETS)
 eval-paper: eval-paper-gsm8k eval-paper-bbh
 eval-paper-gsm8k: $(SKV) | data
 	@mkdir -p results
@@ -281,5 +282,22 @@ eval-paper-bbh: $(SKV) | data
 	$(PAPER_EVAL) --policies $(PAPER_POLICIES) bbh --bbh-tasks $(BBH_ALL) --limit $(PAPER_BBH_LIMIT) -o results/qwen-paper-bbh.json
 	$(PAPER_EVAL) --policies $(PAPER_HEAD_POLICIES) --granularity head bbh --bbh-tasks $(BBH_ALL) \
 	  --limit $(PAPER_BBH_LIMIT) -o results/qwen-paper-bbh.json
+# The rebuttal's two BBH tables under the same protocol, at an LLM budget of 20 %: SmallKV
+# (score=acc, the paper's method) with its SLM cache compressed by H2O to 40 % against H2O
+# at the same device total (20 % + 40 % of the SLM cache, which at depth 23 is 41 % of the
+# LLM's: 36 %), beside SmallKV with its whole SLM cache; and the SLM stopped at 20 and 16 of
+# its 24 layers (profiles remapped within those layers by mapgen --max-depth).
+PAPER_CALIBS = profiles/qwen2.5-coder-0.5b-1.5b.wikitext2.calib profiles/qwen2.5-coder-0.5b-1.5b.pg-essays.calib
+$(BUILD)/profiles/qwen-depth%.skvprof: $(BUILD)/bin/mapgen $(PAPER_CALIBS)
+	@mkdir -p $(dir $@)
+	$(BUILD)/bin/mapgen $(PAPER_CALIBS) --max-depth $* -q -o $@
+PAPER_REBUTTAL = $(PAPER_BASE) bbh --bbh-tasks $(BBH_ALL) --limit $(PAPER_BBH_LIMIT) \
+  -o results/qwen-paper-rebuttal.json
+eval-paper-rebuttal: $(SKV) $(BUILD)/profiles/qwen-depth20.skvprof $(BUILD)/profiles/qwen-depth16.skvprof | data
+	@mkdir -p results
+	$(PAPER_REBUTTAL) --policies full,smallkv:score=acc,smallkv:score=acc:slmb=0.4 --budgets 0.2
+	$(PAPER_REBUTTAL) --policies h2o --budgets 0.36
+	$(subst $(QWEN_PROF),$(BUILD)/profiles/qwen-depth20.skvprof,$(PAPER_REBUTTAL)) --policies smallkv:score=acc --budgets 0.2
+	$(subst $(QWEN_PROF),$(BUILD)/profiles/qwen-depth16.skvprof,$(PAPER_REBUTTAL)) --policies smallkv:score=acc --budgets 0.2
 eval-report: $(SKV) | data
 	$(SKV) eval report $(wildcard results/qwen-*.json) -o docs/results-qwen.md
