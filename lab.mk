@@ -267,6 +267,8 @@ PAPER_HEAD_POLICIES ?= h2o,smallkv:score=acc,smallkv:score=acc:split=small,small
 PAPER_BUDGETS  ?= 0.05,0.1,0.2
 PAPER_LIMIT    ?= 200
 PAPER_BBH_LIMIT ?= 10
+# two runs at once need two files (each rewrites its own); merge them with scripts/merge-records.py
+PAPER_GSM8K_OUT ?= results/qwen-paper-gsm8k.json
 comma := ,
 BBH_ALL = $(subst $(eval) ,$(comma),$(sort $(basename $(notdir $(wildcard data/bbh/bbh/*.json)))))
 PAPER_BASE = $(QEVAL_PACKED) --chat-turns --budget-base prompt --max-new 256
@@ -274,9 +276,9 @@ PAPER_EVAL = $(PAPER_BASE) --budgets $(PAPER_BUDGETS)
 eval-paper: eval-paper-gsm8k eval-paper-bbh
 eval-paper-gsm8k: $(SKV) | data
 	@mkdir -p results
-	$(PAPER_EVAL) --policies $(PAPER_POLICIES) gsm8k --limit $(PAPER_LIMIT) -o results/qwen-paper-gsm8k.json
+	$(PAPER_EVAL) --policies $(PAPER_POLICIES) gsm8k --limit $(PAPER_LIMIT) -o $(PAPER_GSM8K_OUT)
 	$(PAPER_EVAL) --policies $(PAPER_HEAD_POLICIES) --granularity head gsm8k --limit $(PAPER_LIMIT) \
-	  -o results/qwen-paper-gsm8k.json
+	  -o $(PAPER_GSM8K_OUT)
 eval-paper-bbh: $(SKV) | data
 	@mkdir -p results
 	$(PAPER_EVAL) --policies $(PAPER_POLICIES) bbh --bbh-tasks $(BBH_ALL) --limit $(PAPER_BBH_LIMIT) -o results/qwen-paper-bbh.json
