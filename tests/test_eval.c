@@ -184,6 +184,54 @@ static void test_fewshot_turns(void **st) {
     assert_non_null(strstr(skv_last_error(), "few-shot example 0"));
 }
 
+/* The report never folds another protocol into a row: per-attention-head cells and cells
+ * whose budget is a share of the prompt are rows of their own, chat-template prompts a group
+ * of their own, and the full cache of that prompt form is the "vs full" reference. */
+static void test_report_protocols(void **st) {
+    (void)st;
+    char bin[512], out[256], rep[300], cmd[1200];
+    test_bin_path(bin, sizeof bin, "smallkv");
+    if (access(bin, X_OK)) { print_message("needs %s: skipping\n", bin); skip(); }
+    snprintf(out, sizeof out, "/tmp/skv_test_report_%d.json", (int)getpid());
+    snprintf(rep, sizeof rep, "%s.md", out);
+    FILE *f = fopen(out, "w");
+    assert_non_null(f);
+    fputs("{\"format\":\"smallkv-eval\",\"version\":1,\"records\":[", f);
+    /* 4 problems: full right on all; h2o per KV head right on 0 and 1, per attention head on
+     * 0 only; h2o with the prompt's budget right on none; a plain-prompt full cache wrong on all */
+    for (int i = 0; i < 4; i++) {
+        static const struct { const char *key, *pol, *gran, *base; int chat; double b; int ok_below; } R[] = {
+            {"full", "full", "kv_head", "prompt", 2, 1, 4},         {"h2o", "h2o", "kv_head", "length", 2, 0.1, 2},
+            {"h2o|gran=head", "h2o", "attention_head", "length", 2, 0.1, 1},
+            {"h2o|base=prompt", "h2o", "kv_head", "prompt", 2, 0.1, 0}, {"full-plain", "full", "kv_head", "length", 0, 1, 0},
+        };
+        for (size_t k = 0; k < sizeof R / sizeof R[0]; k++)
+            fprintf(f, "%s{\"key\":\"gsm8k|test#%d|%s\",\"task\":\"gsm8k\",\"unit\":{\"subset\":\"test\",\"index\":%d},"
+                    "\"policy\":\"%s\",\"budget\":%g,\"budget_base\":\"%s\",\"granularity\":\"%s\"%s,"
+                    "\"models\":{\"llm\":{\"name\":\"M\"}},\"metrics\":{\"correct\":%s}}",
+                    i || k ? "," : "", i, R[k].key, i, R[k].pol, R[k].b, R[k].base, R[k].gran,
+                    R[k].chat ? ",\"chat_template\":true,\"fewshot_turns\":true" : "", i < R[k].ok_below ? "true" : "false");
+    }
+    fputs("]}\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s eval report %s -o %s >/dev/null 2>&1", bin, out, rep);
+    assert_int_equal(system(cmd), 0);
+    size_t len = 0;
+    char *md = skv_read_file(rep, &len);
+    assert_non_null(md);
+    const char *g = strstr(md, "**M, test, chat template, few-shot turns**");
+    assert_non_null(g);
+    assert_non_null(strstr(md, "**M, test**"));
+    assert_non_null(strstr(g, "| full | 1 | 4 | 100.0% (4/4) |"));
+    assert_non_null(strstr(g, "| h2o | 0.1 | 4 | 50.0% (2/4) |"));
+    assert_non_null(strstr(g, "| h2o (per attention head) | 0.1 | 4 | 25.0% (1/4) |"));
+    assert_non_null(strstr(g, "| h2o (budget of the prompt) | 0.1 | 4 | 0.0% (0/4) |"));
+    assert_non_null(strstr(g, "| -75.0 ["));   /* per head vs the chat prompt's full cache */
+    free(md);
+    unlink(rep);
+    unlink(out);
+}
+
 static void test_store(void **st) {
     (void)st;
     char path[256];
@@ -818,6 +866,7 @@ int main(void) {
         cmocka_unit_test(test_corpora),
         cmocka_unit_test(test_answers),
         cmocka_unit_test(test_fewshot_turns),
+        cmocka_unit_test(test_report_protocols),
         cmocka_unit_test(test_store),
         cmocka_unit_test(test_policy_specs),
         cmocka_unit_test(test_fidelity_tiny),

@@ -369,7 +369,21 @@ int cmd_eval_report(int argc, char **argv) {
         else if (!isnan(jnum(u, "pad_to")))   /* gsm8k / bbh --pad-to: a group of its own */
             snprintf(group, sizeof group, "%s, %s, padded to %d tokens", llm, jstr(u, "subset"), (int)jnum(u, "pad_to"));
         else snprintf(group, sizeof group, "%s, %s", llm, jstr(u, "subset"));
-        cell *c = get(&cs, task, group, jstr(r, "policy"), jnum(r, "budget"));
+        /* another prompt is another group (the full cache runs once per prompt form): the
+         * chat template, the few-shot turns */
+        const cJSON *chat = cJSON_GetObjectItemCaseSensitive(r, "chat_template");
+        const cJSON *turns = cJSON_GetObjectItemCaseSensitive(r, "fewshot_turns");
+        const size_t gl = strlen(group);
+        snprintf(group + gl, sizeof group - gl, "%s", cJSON_IsTrue(turns) ? ", chat template, few-shot turns" :
+                 cJSON_IsTrue(chat) ? ", chat template" : "");
+        /* another selection is another row, never mixed into one: per attention head, or
+         * the budget a share of the prompt (the full cache's records name neither) */
+        char pol[128];
+        const bool compressed = jnum(r, "budget") < 1;
+        snprintf(pol, sizeof pol, "%s%s%s", jstr(r, "policy"),
+                 compressed && !strcmp(jstr(r, "granularity"), "attention_head") ? " (per attention head)" : "",
+                 compressed && !strcmp(jstr(r, "budget_base"), "prompt") ? " (budget of the prompt)" : "");
+        cell *c = get(&cs, task, group, pol, jnum(r, "budget"));
         if (!c) { skv_store_free(all); cells_free(&cs); return cli_fail("report"); }
         c->n++;
         if (!isnan(jnum(m, "steps"))) {
