@@ -46,7 +46,8 @@ static const skv_opt_desc smallkv_opt_table[] = {
      "split=small: budgets at most this fraction of the sequence take the critical-heavy split"},
     /* labels name the score when it is not acc, the default before now was measured best */
     {"score", NULL, SKV_OPT_ENUM, O(score), SKV_SLM_SCORE_NOW, 0, 0, score_names, 0, SKV_SLM_SCORE_ACC,
-     "token score from the SLM: this step's row (now), accumulated (acc), accumulated per row seen (mean)"},
+     "token score from the SLM: this step's row (now: this project's variant), accumulated (acc: the paper's "
+     "SmallKV), accumulated per row seen (mean)"},
     {"slm_depth", "depth", SKV_OPT_INT, O(slm_depth), 0, 0, 4096, NULL, 0, 0,
      "SLM layers to run (0: the profile's depth)"},
     {"slm_budget", "slmb", SKV_OPT_FLOAT, O(slm_budget), 0, 0, 1, NULL, 0, 0,
