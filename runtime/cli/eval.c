@@ -771,13 +771,14 @@ static char *concat3(const char *a, const char *b, const char *d) {
     return o;
 }
 
-/* A prompt text as token ids: plain (BOS when the tokenizer adds one), or with --chat as one
- * user turn of the model's chat template, the assistant's header last (specials parsed).
+/* gsm8k (kind 1) and bbh (kind 2): where a few-shot example's question starts and where its
+ * answer starts (the answer mark ends the question's text) */
+static const char *const QUESTION_MARK[3] = {"", "Question: ", "Q: "};
+static const char *const ANSWER_MARK[3] = {"", "\nAnswer:", "\nA: Let's think step by step."};
+
+/* A rendered chat text (heap, NULL after an error) as token ids, specials parsed; frees it.
  * The count (*ids heap), or -1 + error. */
-static int encode_prompt(const eval_cfg *c, const char *text, int **ids) {
-    *ids = NULL;
-    if (!c->chat) return skv_eval_tokenize(c->llm->tok, text, strlen(text), skv_tok_add_bos(c->llm->tok), ids);
-    char *chat = skv_chat_prompt(c->llm->tok, NULL, text);
+static int encode_chat(const eval_cfg *c, char *chat, int **ids) {
     int n = chat ? skv_tokenize(c->llm->tok, chat, strlen(chat), true, NULL, 0) : -1;
     if (n > 0 && (*ids = skv_malloc((size_t)n * sizeof(int), "token ids")))
         n = skv_tokenize(c->llm->tok, chat, strlen(chat), true, *ids, n);
@@ -786,14 +787,22 @@ static int encode_prompt(const eval_cfg *c, const char *text, int **ids) {
     return n;
 }
 
+/* A prompt text as token ids: plain (BOS when the tokenizer adds one), or with --chat as one
+ * user turn of the model's chat template, the assistant's header last (specials parsed).
+ * The count (*ids heap), or -1 + error. */
+static int encode_prompt(const eval_cfg *c, const char *text, int **ids) {
+    *ids = NULL;
+    if (!c->chat) return skv_eval_tokenize(c->llm->tok, text, strlen(text), skv_tok_add_bos(c->llm->tok), ids);
+    return encode_chat(c, skv_chat_prompt(c->llm->tok, NULL, text), ids);
+}
+
 /* --chat-turns: the few-shot text `shots` as user/assistant turns, then `question` (its
  * answer mark included) as the last user turn, the assistant's header last. Count (*ids heap),
  * or -1 + error. */
 static int encode_turns(const eval_cfg *c, int kind, const char *shots, const char *question, int **ids) {
     *ids = NULL;
     char **turns = NULL;
-    const int nt = skv_fewshot_turns(shots, kind == 1 ? "Question: " : "Q: ",
-                                     kind == 1 ? "\nAnswer:" : "\nA: Let's think step by step.", question, &turns);
+    const int nt = skv_fewshot_turns(shots, QUESTION_MARK[kind], ANSWER_MARK[kind], question, &turns);
     if (nt < 0) return -1;
     const char **roles = skv_malloc((size_t)nt * sizeof(char *), "chat roles");
     char *chat = NULL;
@@ -803,12 +812,7 @@ static int encode_turns(const eval_cfg *c, int kind, const char *shots, const ch
     }
     free(roles);
     skv_fewshot_turns_free(turns, nt);
-    int n = chat ? skv_tokenize(c->llm->tok, chat, strlen(chat), true, NULL, 0) : -1;
-    if (n > 0 && (*ids = skv_malloc((size_t)n * sizeof(int), "token ids")))
-        n = skv_tokenize(c->llm->tok, chat, strlen(chat), true, *ids, n);
-    else if (n > 0) n = -1;
-    free(chat);
-    return n;
+    return encode_chat(c, chat, ids);
 }
 
 /* The tokens of pg-essays' first n_min tokens or more (no BOS), for padding and haystacks.
@@ -886,12 +890,11 @@ static int run_text_task(eval_cfg *c, int kind) {
             if (c->pad_to) snprintf(unit, sizeof unit, "%s#%d,pad=%d", kind == 1 ? "test" : c->bbh_tasks[t], i, c->pad_to);
             else snprintf(unit, sizeof unit, "%s#%d", kind == 1 ? "test" : c->bbh_tasks[t], i);
             if (!take_unit(c, unit, pl, npl, n_cells(c))) { free(in); free(gold); continue; }
-            char *prompt = kind == 1 ? concat3(shots, "Question: ", in) : concat3(shots, "\n\nQ: ", in);
-            char *full = prompt ? concat3(prompt, kind == 1 ? "\nAnswer:" : "\nA: Let's think step by step.", "") : NULL;
+            char *prompt = concat3(shots, kind == 1 ? "" : "\n\n", QUESTION_MARK[kind]);
+            char *full = prompt ? concat3(prompt, in, ANSWER_MARK[kind]) : NULL;
             int *ids = NULL, n = -1, pad = 0;
             if (full && c->chat_turns) {
-                char *q = concat3(kind == 1 ? "Question: " : "Q: ", in,
-                                  kind == 1 ? "\nAnswer:" : "\nA: Let's think step by step.");
+                char *q = concat3(QUESTION_MARK[kind], in, ANSWER_MARK[kind]);
                 n = q ? encode_turns(c, kind, shots, q, &ids) : -1;
                 free(q);
             }
