@@ -18,9 +18,12 @@ import tempfile
 
 
 def load(path):
-    with open(path, encoding="utf-8") as f:
-        d = json.load(f)
-    if d.get("format") != "smallkv-eval" or not isinstance(d.get("records"), list):
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"merge-records: {path}: {e}")
+    if not isinstance(d, dict) or d.get("format") != "smallkv-eval" or not isinstance(d.get("records"), list):
         sys.exit(f"merge-records: {path}: not a smallkv-eval results file")
     return d
 
