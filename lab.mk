@@ -46,8 +46,13 @@ QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM
 # nice): OMP_WAIT_POLICY=PASSIVE puts a thread to sleep at each of a step's ~200 barriers
 # and made the SLM's step 1.3x slower (10.8 vs 8.1 ms); run it on an otherwise idle machine
 QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
-# the newer evaluations (sections 11-14 of docs/results.md) run the default (8-row group) layout
-QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED)
+# the newer evaluations (sections 11-14 and 18 of docs/results.md) run the default (8-row group)
+# layout; their records were made with the float prefill GEMM (before int8 prefill became the
+# default, kernels/cpu/matmul.h), so they resume with it: EVAL_GEMM=int8 starts a fresh set
+# (its keys name gemm=int8, and the report gives it groups of its own). The stored-row layout
+# above (SKV_PACK=0) has no int8 prefill: its prefill is the float GEMM either way.
+EVAL_GEMM    ?= float
+QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED) --gemm $(EVAL_GEMM)
 
 .PHONY: eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-paper-rebuttal eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV) | data

@@ -62,7 +62,8 @@ typedef struct {
  * then 3x to 10x margin (the inputs are fixed, so only another CPU or build moves them):
  *   MM_F   float products (F32/F16/BF16 weights, or the prefill GEMM on dequantised tiles):
  *          only the summation order differs from skv_matmul_ref (<= 9e-8 of S)
- *   MM_Q8  the decode GEMV (T < skv_matmul_gemm_min_t(type)) quantises the activations to
+ *   MM_Q8  the decode GEMV (T < skv_matmul_gemm_min_t(type), or any T on 8-row groups in the
+ *          default int8 gemm mode) quantises the activations to
  *          Q8_0 / Q8_K for its integer dots: an input error, not rounding (<= 7.3e-4 of S)
  *   ATTN   polynomial exp (~2e-7 rel), another summation order (<= 5.4e-7 abs on out,
  *          4e-7 rel on colsum); COMP the same (<= 1.2e-7 abs)
@@ -115,7 +116,7 @@ static const op_row ops[] = {
     MMX8(SKV_Q4_0, 1, MM_Q8, CU_GEMV), MMX8(SKV_Q4_1, 1, MM_Q8, CU_GEMV), MMX8(SKV_Q5_0, 1, MM_Q8, CU_GEMV),
     MMX8(SKV_Q5_1, 1, MM_Q8, CU_GEMV), MMX8(SKV_Q8_0, 1, MM_Q8, CU_GEMV), MMX8(SKV_Q4_K, 1, MM_Q8, CU_GEMV),
     MMX8(SKV_Q6_K, 1, MM_Q8, CU_GEMV), MMX8(SKV_Q8_0, 8, MM_Q8, CU_GEMM), MMX8(SKV_Q4_K, 8, MM_Q8, CU_GEMM),
-    MMX8(SKV_Q4_K, 64, MM_F, CU_GEMM),
+    MMX8(SKV_Q4_K, 64, MM_Q8, CU_GEMM),   /* int8 at every T on the groups (the default gemm mode) */
     /* attention, GQA 6/2, d = 64: prefill blocks and decode rows, with and without scores */
     ATT(37, 5, 48, 0, 1), ATT(37, 5, 48, 1, 1), ATT(37, 0, 37, 1, 0),
     ATT(1, 300, 310, 0, 1), ATT(1, 300, 310, 1, 1), ATT(1, 1000, 1001, 1, 0),
@@ -252,8 +253,8 @@ static int op_matmul(const op_row *r, int be) {
 #endif
     const int bad = check("y", got, ref, S, (size_t)T * rows, r->tol[be]);
     if (bad && be == BE_CPU)
-        print_message("    cpu path: %s\n", T < skv_matmul_gemm_min_t(type) ? "GEMV (Q8 activations if W is quantised)"
-                                                                        : "GEMM");
+        print_message("    cpu path: %s\n", T < skv_matmul_gemm_min_t(type) || r->mm.x8 ? "GEMV (Q8 activations if W is quantised)"
+                                                                                       : "GEMM");
     return bad;
 }
 

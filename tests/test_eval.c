@@ -185,8 +185,8 @@ static void test_fewshot_turns(void **st) {
 }
 
 /* The report never folds another protocol into a row: per-attention-head cells and cells
- * whose budget is a share of the prompt are rows of their own, chat-template prompts a group
- * of their own, and the full cache of that prompt form is the "vs full" reference. */
+ * whose budget is a share of the prompt are rows of their own, chat-template prompts and
+ * records of the int8 prefill a group of their own, and the full cache of that prompt form is the "vs full" reference. */
 static void test_report_protocols(void **st) {
     (void)st;
     char bin[512], out[256], rep[300], cmd[1200];
@@ -204,13 +204,15 @@ static void test_report_protocols(void **st) {
             {"full", "full", "kv_head", "prompt", 2, 1, 4},         {"h2o", "h2o", "kv_head", "length", 2, 0.1, 2},
             {"h2o|gran=head", "h2o", "attention_head", "length", 2, 0.1, 1},
             {"h2o|base=prompt", "h2o", "kv_head", "prompt", 2, 0.1, 0}, {"full-plain", "full", "kv_head", "length", 0, 1, 0},
+            {"full-int8", "full", "kv_head", "length", 1, 1, 3},   /* chat 1 here: int8 prefill, plain prompt */
         };
         for (size_t k = 0; k < sizeof R / sizeof R[0]; k++)
             fprintf(f, "%s{\"key\":\"gsm8k|test#%d|%s\",\"task\":\"gsm8k\",\"unit\":{\"subset\":\"test\",\"index\":%d},"
                     "\"policy\":\"%s\",\"budget\":%g,\"budget_base\":\"%s\",\"granularity\":\"%s\"%s,"
                     "\"models\":{\"llm\":{\"name\":\"M\"}},\"metrics\":{\"correct\":%s}}",
                     i || k ? "," : "", i, R[k].key, i, R[k].pol, R[k].b, R[k].base, R[k].gran,
-                    R[k].chat ? ",\"chat_template\":true,\"fewshot_turns\":true" : "", i < R[k].ok_below ? "true" : "false");
+                    R[k].chat == 2 ? ",\"chat_template\":true,\"fewshot_turns\":true" :
+                    R[k].chat == 1 ? ",\"settings\":{\"gemm\":\"int8\"}" : "", i < R[k].ok_below ? "true" : "false");
     }
     fputs("]}\n", f);
     fclose(f);
@@ -222,6 +224,9 @@ static void test_report_protocols(void **st) {
     const char *g = strstr(md, "**M, test, chat template, few-shot turns**");
     assert_non_null(g);
     assert_non_null(strstr(md, "**M, test**"));
+    const char *gi = strstr(md, "**M, test, int8 prefill**");   /* int8 prefill: a group of its own */
+    assert_non_null(gi);
+    assert_non_null(strstr(gi, "| full | 1 | 4 | 75.0% (3/4) |"));
     assert_non_null(strstr(g, "| full | 1 | 4 | 100.0% (4/4) |"));
     assert_non_null(strstr(g, "| h2o | 0.1 | 4 | 50.0% (2/4) |"));
     assert_non_null(strstr(g, "| h2o (per attention head) | 0.1 | 4 | 25.0% (1/4) |"));
@@ -454,6 +459,10 @@ static void test_resume(void **st) {
     assert_int_equal(count_new(cmd), 2);
     char *h2o = record_text(out, "h2o");
     assert_non_null(h2o);
+    /* the default int8 prefill is named in the key and the settings (earlier records ran
+     * the float GEMM and name nothing) */
+    assert_non_null(strstr(h2o, "|gemm=int8\""));
+    assert_non_null(strstr(h2o, "\"gemm\":\"int8\""));
     /* the same grid again: nothing to do */
     assert_int_equal(count_new(cmd), 0);
     /* a bigger grid: only the missing cell runs, the finished ones stay as they were */
@@ -489,6 +498,27 @@ static void test_resume(void **st) {
              model, common, out);
     const int st2 = system(cmd);
     assert_true(WIFEXITED(st2) && WEXITSTATUS(st2) == 2);
+    /* --gemm float: the float GEMM's cells are other cells (keys without gemm=int8); a bad
+     * value is bad usage */
+    snprintf(cmd, sizeof cmd, "%s eval fidelity --llm %s %s --policies full,h2o --gemm float -o %s 2>/dev/null", bin, model,
+             common, out);
+    assert_int_equal(count_new(cmd), 2);
+    s = skv_store_load(out);
+    assert_non_null(s);
+    assert_int_equal(skv_store_count(s), 5);
+    int n_float = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, s->records) {
+        const char *k = cJSON_GetObjectItem(r, "key")->valuestring;
+        const char *g = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "settings"), "gemm")->valuestring;
+        n_float += !strstr(k, "gemm=int8");
+        assert_string_equal(g, strstr(k, "gemm=int8") ? "int8" : "float");
+    }
+    assert_int_equal(n_float, 2);
+    skv_store_free(s);
+    snprintf(cmd, sizeof cmd, "%s eval fidelity --llm %s %s --gemm fp8 -o %s >/dev/null 2>&1", bin, model, common, out);
+    const int st3 = system(cmd);
+    assert_true(WIFEXITED(st3) && WEXITSTATUS(st3) == 2);
     snprintf(rep, sizeof rep, "%s-fidelity-", out);   /* the SVG next to it */
     snprintf(cmd, sizeof cmd, "rm -f %s*.svg", rep);
     assert_int_equal(system(cmd), 0);

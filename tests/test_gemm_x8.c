@@ -9,7 +9,8 @@
  *   - skv_matmul on a matrix in 8-row groups, in each gemm mode (matmul.h): every T below the
  *     GEMM threshold, and every T in SKV_GEMM_INT8_ALL, gives each row the bits of T = 1; in
  *     that mode T = 70 is within the decode path's tolerance (5e-3 relative L2) of
- *     skv_matmul_ref. */
+ *     skv_matmul_ref; with SKV_CPU=avx2 the same checks run on the 8-row decode kernel;
+ *   - the default mode is SKV_GEMM_INT8_ALL (prefill in int8). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -156,8 +157,9 @@ static void test_matmul_rows_are_decode_steps(void **state) {
         for (int64_t i = 0; i < TM * cols; i++) x[i] = frand();
         for (int on = 0; on < 3; on++) {   /* each gemm mode */
             skv_matmul_set_gemm_mode(on);
-            /* (without the kernel, e.g. SKV_CPU=avx2, mode 2 is mode 0: the float GEMM from the threshold) */
-            const int tmax = on == SKV_GEMM_INT8_ALL && skv_gemm16_for(type) ? TM : skv_matmul_gemm_min_t(type) - 1;
+            /* mode 2 at every T: the multi-row kernel, or without it (e.g. SKV_CPU=avx2) the
+             * 8-row decode kernel, the same bits either way */
+            const int tmax = on == SKV_GEMM_INT8_ALL ? TM : skv_matmul_gemm_min_t(type) - 1;
             for (int T = 2; T <= tmax; T += (T < 9 ? 1 : 17)) {
                 skv_matmul(y, x, &X, T);
                 for (int t = 0; t < T; t++) {
@@ -171,13 +173,22 @@ static void test_matmul_rows_are_decode_steps(void **state) {
         skv_matmul_ref(yr, x, &X, TM);
         const double e = rel_err(y, yr, (size_t)TM * rows);
         if (e > 5e-3) fail_msg("%s int8 GEMM T %d: rel err %.3g vs reference", skv_type_name(type), TM, e);
-        skv_matmul_set_gemm_mode(SKV_GEMM_MULTIROW);
+        skv_matmul_set_gemm_mode(SKV_GEMM_INT8_ALL);   /* the default */
         free(x); free(y); free(y1); free(yr); free(st); free(xd);
     }
 }
 
+/* the default gemm mode, read once from SKV_GEMM_MODE (unset in the test run): int8 prefill */
+static void test_default_mode_is_int8(void **state) {
+    (void)state;
+    const char *e = getenv("SKV_GEMM_MODE");
+    if (e && *e) skip();
+    assert_int_equal(skv_matmul_gemm_mode(), SKV_GEMM_INT8_ALL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_mode_is_int8),
         cmocka_unit_test(test_ref_matches_decode_kernel),
         cmocka_unit_test(test_fast_matches_ref),
         cmocka_unit_test(test_matmul_rows_are_decode_steps),

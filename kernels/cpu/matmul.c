@@ -70,7 +70,7 @@ int skv_matmul_gemm_mode(void) {
     int f = __atomic_load_n(&gemm_mode, __ATOMIC_RELAXED);
     if (f < 0) {
         const char *e = getenv("SKV_GEMM_MODE");
-        f = e && *e >= '0' && *e <= '2' && !e[1] ? *e - '0' : SKV_GEMM_MULTIROW;
+        f = e && *e >= '0' && *e <= '2' && !e[1] ? *e - '0' : SKV_GEMM_INT8_ALL;
         __atomic_store_n(&gemm_mode, f, __ATOMIC_RELAXED);
     }
     return f;
@@ -274,12 +274,14 @@ static void gemv_run(gemv_job *jobs, int nj, int T) {
 }
 
 /* Whether W (with cols columns) runs as a GEMV at this T: below the GEMM threshold, or at any T
- * for a matrix in 8-row groups with the multi-row kernel when the int8 GEMM is switched on. */
+ * for a matrix in 8-row groups in SKV_GEMM_INT8_ALL. There the 16-row multi-row kernel takes
+ * the rows where the CPU has it (AVX-512 VNNI) and the 8-row decode kernel elsewhere: the
+ * same bits either way, so a prefill's logits do not depend on the CPU. */
 static int gemv_ok(const skv_weight *W, int T) {
     const int blk = skv_type_block(W->type);
     if (!skv_vec_dot_for(W->type) || blk <= 0 || W->cols % (blk > 1 ? blk : 1) != 0) return 0;
     return T < skv_matmul_gemm_min_t(W->type) ||
-           (W->x8 && skv_gemm16_for(W->type) && skv_matmul_gemm_mode() == SKV_GEMM_INT8_ALL);
+           (W->x8 && skv_vec_dot8n_for(W->type) && skv_matmul_gemm_mode() == SKV_GEMM_INT8_ALL);
 }
 
 /* y[i] (T, rows_i) = x (T, cols) @ W[i]^T for n GEMV matrices sharing x: x is quantised

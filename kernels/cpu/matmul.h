@@ -47,15 +47,21 @@ void skv_matmul_set_ref(int on);
 int skv_matmul_gemm_min_t(int type);
 
 /* Which kernels multi-row products take on a matrix in 8-row groups (W->x8) of a type with the
- * multi-row kernel (gemm_x8.h; AVX-512 VNNI CPUs, elsewhere every mode is mode 0):
+ * multi-row kernel (gemm_x8.h; AVX-512 VNNI CPUs; elsewhere the 8-row decode kernel stands in
+ * for it, with the same bits):
  *   SKV_GEMM_DECODE_ROWS  T < skv_matmul_gemm_min_t: the 8-row decode kernel, up to 4 activation
- *                         rows a call; larger T: the float GEMM (before issue 44)
- *   SKV_GEMM_MULTIROW     (default) T < threshold: the 16-row multi-row kernel, which gives the
- *                         same bits; larger T: the float GEMM
- *   SKV_GEMM_INT8_ALL     the multi-row kernel at every T: each row of a prefill gets the bits
- *                         of a decode step. Not the default because it changes prefill logits
- *                         (the float GEMM's are the recorded ones: `make logits-hash`).
- * Env SKV_GEMM_MODE=0/1/2, or skv_matmul_set_gemm_mode (benchmarks, tests). */
+ *                         rows a call; larger T: the float GEMM
+ *   SKV_GEMM_MULTIROW     T < threshold: the 16-row multi-row kernel from skv_gemm16_min_t rows,
+ *                         which gives the same bits; larger T: the float GEMM (dequantised
+ *                         weights times float activations: what prefill ran before int8)
+ *   SKV_GEMM_INT8_ALL     (default) the int8 kernels at every T, prefill included: each row of a
+ *                         prefill gets the bits of a decode step (activations quantised per
+ *                         block as a decode step does, as llama.cpp's CPU path does too), and
+ *                         prefill runs 2.5-2.9x faster than the float GEMM (docs/performance.md).
+ *                         Perplexity moves by ~0.2 % against the float GEMM (the same doc).
+ * Matrices without 8-row groups (types without the layout, read-only mappings) keep the float
+ * GEMM at large T in every mode.
+ * Env SKV_GEMM_MODE=0/1/2, or skv_matmul_set_gemm_mode (eval --prefill, benchmarks, tests). */
 enum { SKV_GEMM_DECODE_ROWS = 0, SKV_GEMM_MULTIROW = 1, SKV_GEMM_INT8_ALL = 2 };
 void skv_matmul_set_gemm_mode(int mode);
 int skv_matmul_gemm_mode(void);

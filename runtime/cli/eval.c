@@ -27,6 +27,7 @@
 #include "common/sha256.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
+#include "kernels/cpu/matmul.h"
 #include <cJSON.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -67,6 +68,9 @@ static const char *EVAL_USAGE =
     "  --budgets LIST       fractions of the full cache (default 0.05,0.1,0.2,0.4); full runs once\n"
     "  --granularity G      kv (default): one token set per KV head; head: per attention head,\n"
     "                       the KV head storing the union (h2o, smallkv)\n"
+    "  --gemm int8|float    multi-row products (prefill) on the CPU: int8 (default: each prompt\n"
+    "                       row gets a decode step's bits) or float (dequantised weights, the\n"
+    "                       arithmetic of records from before int8 prefill); records say which\n"
     "  --budget-base B      length (default): of the current length at every step; prompt: of\n"
     "                       the prompt length at the first compression, fixed (H2O's code)\n"
     "  --limit N            units per task: documents per corpus (fidelity, calibration; default 1),\n"
@@ -137,6 +141,7 @@ static const char *EVAL_USAGE =
 
 typedef struct {
     const char *task, *llm_path, *slm_path, *profile_path, *out, *data_dir, *kv;
+    const char *gemm;              /* NULL until --gemm; then "int8" or "float" (matmul.h modes) */
     const char *device;            /* the cells' device: "cpu" or "cuda" */
     char defaults[512];            /* "name=value,..." policy option defaults from the flags */
     char *pol_specs[MAXL]; int n_pols;
@@ -277,15 +282,19 @@ static double cell_budget(const skv_eval_pol *p, double budget) {
     return p->spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1.0 : budget;
 }
 
+/* int8 prefill (the default gemm mode since it was made the default): records before it
+ * ran the float GEMM, so an int8 record names it in its key and a float one does not */
+static bool gemm_int8(const eval_cfg *c) { return !strcmp(c->device, "cpu") && skv_matmul_gemm_mode() == SKV_GEMM_INT8_ALL; }
+
 static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n) {
     /* the settings' defaults add nothing, so keys of earlier records stay as they were */
     const bool compresses = !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL);
     const bool on_cpu = !strcmp(c->device, "cpu");
-    snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s%s%s%s%s%s", c->task, unit, p->label,
+    snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s%s%s%s%s%s%s", c->task, unit, p->label,
              cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) || c->draft ? c->fp_slm.weight_hash : "-",
              uses_profile(c, p) ? c->prof_sha : "-", c->kv, compresses && c->ctx.budget_prompt ? "|base=prompt" : "",
              c->chat_turns ? "|chat=turns" : c->chat ? "|chat" : "", compresses && c->ctx.per_head ? "|gran=head" : "", on_cpu ? "" : "|dev=",
-             on_cpu ? "" : c->device);
+             on_cpu ? "" : c->device, gemm_int8(c) ? "|gemm=int8" : "");
 }
 
 /* ------------------------------------------------------------------ units and shards */
@@ -379,6 +388,7 @@ static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol
     cJSON_AddNumberToObject(s, "threads", omp_get_max_threads());
     cJSON_AddStringToObject(s, "kv", c->kv);
     if (strcmp(c->device, "cpu")) cJSON_AddStringToObject(s, "device", c->device);   /* cpu: as before */
+    else cJSON_AddStringToObject(s, "gemm", gemm_int8(c) ? "int8" : "float");
     cJSON_AddStringToObject(s, "data_dir", c->data_dir);
     char date[32];
     time_t now = time(NULL);
@@ -1341,6 +1351,7 @@ static int eval_main(int argc, char **argv, int rank, int size) {
         }
         else if (!strcmp(a, "--data")) ok = cli_str(argc, argv, &i, &c.data_dir);
         else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &c.kv);
+        else if (!strcmp(a, "--gemm")) ok = cli_str(argc, argv, &i, &c.gemm);
         else if (!strcmp(a, "--device")) ok = cli_str(argc, argv, &i, &c.device);
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) ok = cli_str(argc, argv, &i, &c.out);
         else if (!strcmp(a, "--limit")) ok = cli_int(argc, argv, &i, 1, 1000000, &c.limit);
@@ -1390,6 +1401,7 @@ static int eval_main(int argc, char **argv, int rank, int size) {
     else if (!c.llm_path) why = "missing --llm";
     else if (!c.out) why = "missing -o RESULTS.json";
     else if (strcmp(c.kv, "f16") && strcmp(c.kv, "f32")) why = "--kv must be f16 or f32";
+    else if (c.gemm && strcmp(c.gemm, "int8") && strcmp(c.gemm, "float")) why = "--gemm must be int8 or float";
     else if (strcmp(c.device, "cpu") && strcmp(c.device, "cuda")) why = "--device must be cpu or cuda";
     else if (c.draft && strcmp(c.device, "cpu")) why = "--draft runs on the CPU only (speculative decoding)";
     else if ((c.n_pols = split(pols, c.pol_specs, MAXL)) <= 0) why = "bad --policies";
@@ -1426,6 +1438,7 @@ static int eval_main(int argc, char **argv, int rank, int size) {
         if (!why && c.size > 1 && !strcmp(c.task, "depth")) why = "eval depth runs in one process (not under mpirun)";
     }
     if (why) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: %s", why); }
+    if (c.gemm) skv_matmul_set_gemm_mode(strcmp(c.gemm, "float") ? SKV_GEMM_INT8_ALL : SKV_GEMM_MULTIROW);
     /* without a profile the head mapping is matched online by default */
     if (!mapping_given && !c.profile_path)
         snprintf(c.defaults + nd, sizeof c.defaults - nd, "%smapping=online", nd ? "," : "");

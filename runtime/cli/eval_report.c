@@ -193,6 +193,39 @@ static const char *COLORS[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#946
                                "#7f7f7f", "#bcbd22", "#17becf"};
 
 /* Mean KL vs budget, one line per policy, log-log axes. */
+/* The group of a record (one table each): the LLM first (a group never mixes models), then
+ * the task's unit kind, the prompt form and the prefill arithmetic. */
+static void record_group(const cJSON *r, char *group, size_t n) {
+    const char *task = jstr(r, "task");
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "unit");
+    const cJSON *models = cJSON_GetObjectItemCaseSensitive(r, "models");
+    const char *llm = jstr(cJSON_GetObjectItemCaseSensitive(models, "llm"), "name");
+    group[0] = 0;
+    if (!strcmp(task, "fidelity") || !strcmp(task, "calibration"))
+        snprintf(group, n, "%s, %s N=%d P=%d", llm, jstr(u, "corpus"), (int)jnum(u, "tokens"), (int)jnum(u, "prefill"));
+    else if (!strcmp(task, "passkey")) snprintf(group, n, "%s", llm);
+    else if (!strcmp(task, "niah") && !strcmp(jstr(u, "kind"), "single"))
+        snprintf(group, n, "%s, single, %d tokens", llm, (int)jnum(u, "length"));
+    else if (!strcmp(task, "niah"))
+        snprintf(group, n, "%s, %s x%d, %d tokens", llm, jstr(u, "kind"), (int)jnum(u, "needles"), (int)jnum(u, "length"));
+    else if (!strcmp(task, "longbench"))
+        snprintf(group, n, "%s, %s, max length %d", llm, jstr(u, "subset"), (int)jnum(u, "max_length"));
+    else if (!isnan(jnum(u, "pad_to")))   /* gsm8k / bbh --pad-to: a group of its own */
+        snprintf(group, n, "%s, %s, padded to %d tokens", llm, jstr(u, "subset"), (int)jnum(u, "pad_to"));
+    else snprintf(group, n, "%s, %s", llm, jstr(u, "subset"));
+    /* another prompt is another group (the full cache runs once per prompt form): the
+     * chat template, the few-shot turns */
+    const cJSON *chat = cJSON_GetObjectItemCaseSensitive(r, "chat_template");
+    const cJSON *turns = cJSON_GetObjectItemCaseSensitive(r, "fewshot_turns");
+    const size_t gl = strlen(group);
+    snprintf(group + gl, n - gl, "%s", cJSON_IsTrue(turns) ? ", chat template, few-shot turns" :
+             cJSON_IsTrue(chat) ? ", chat template" : "");
+    /* int8 prefill is other arithmetic than the float GEMM of earlier records: its own group */
+    const size_t gl2 = strlen(group);
+    if (!strcmp(jstr(cJSON_GetObjectItemCaseSensitive(r, "settings"), "gemm"), "int8"))
+        snprintf(group + gl2, n - gl2, ", int8 prefill");
+}
+
 static int svg_fidelity(const char *path, const cells *cs, const char *task, const char *group) {
     double bmin = 1, bmax = 1, kmin = 1e30, kmax = 0;
     for (int i = 0; i < cs->n; i++) {
@@ -302,9 +335,10 @@ static int svg_passkey(const char *path, const skv_eval_store *s, const cells *c
                 int n = 0, ok = 0;
                 cJSON_ArrayForEach(r, s->records) {
                     if (strcmp(jstr(r, "task"), "passkey") || strcmp(jstr(r, "policy"), c->policy) || fabs(jnum(r, "budget") - c->budget) > 1e-9) continue;
-                    /* the panel's model only (a passkey cell's group is its LLM's name) */
-                    if (strcmp(jstr(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "models"), "llm"), "name"),
-                               c->group)) continue;
+                    /* the panel's group only (its model and prefill arithmetic) */
+                    char rg[192];
+                    record_group(r, rg, sizeof rg);
+                    if (strcmp(rg, c->group)) continue;
                     const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "unit");
                     if ((int)jnum(u, "length") != lens[b] || (int)jnum(u, "depth") != deps[a]) continue;
                     n++;
@@ -353,29 +387,8 @@ int cmd_eval_report(int argc, char **argv) {
         const char *task = jstr(r, "task");
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "unit"), *m = cJSON_GetObjectItemCaseSensitive(r, "metrics");
         const cJSON *mem = cJSON_GetObjectItemCaseSensitive(r, "memory");
-        /* a group never mixes models: it is named after the LLM first */
-        const cJSON *models = cJSON_GetObjectItemCaseSensitive(r, "models");
-        const char *llm = jstr(cJSON_GetObjectItemCaseSensitive(models, "llm"), "name");
-        char group[192] = "";
-        if (!strcmp(task, "fidelity") || !strcmp(task, "calibration"))
-            snprintf(group, sizeof group, "%s, %s N=%d P=%d", llm, jstr(u, "corpus"), (int)jnum(u, "tokens"), (int)jnum(u, "prefill"));
-        else if (!strcmp(task, "passkey")) snprintf(group, sizeof group, "%s", llm);
-        else if (!strcmp(task, "niah") && !strcmp(jstr(u, "kind"), "single"))
-            snprintf(group, sizeof group, "%s, single, %d tokens", llm, (int)jnum(u, "length"));
-        else if (!strcmp(task, "niah"))
-            snprintf(group, sizeof group, "%s, %s x%d, %d tokens", llm, jstr(u, "kind"), (int)jnum(u, "needles"), (int)jnum(u, "length"));
-        else if (!strcmp(task, "longbench"))
-            snprintf(group, sizeof group, "%s, %s, max length %d", llm, jstr(u, "subset"), (int)jnum(u, "max_length"));
-        else if (!isnan(jnum(u, "pad_to")))   /* gsm8k / bbh --pad-to: a group of its own */
-            snprintf(group, sizeof group, "%s, %s, padded to %d tokens", llm, jstr(u, "subset"), (int)jnum(u, "pad_to"));
-        else snprintf(group, sizeof group, "%s, %s", llm, jstr(u, "subset"));
-        /* another prompt is another group (the full cache runs once per prompt form): the
-         * chat template, the few-shot turns */
-        const cJSON *chat = cJSON_GetObjectItemCaseSensitive(r, "chat_template");
-        const cJSON *turns = cJSON_GetObjectItemCaseSensitive(r, "fewshot_turns");
-        const size_t gl = strlen(group);
-        snprintf(group + gl, sizeof group - gl, "%s", cJSON_IsTrue(turns) ? ", chat template, few-shot turns" :
-                 cJSON_IsTrue(chat) ? ", chat template" : "");
+        char group[192];
+        record_group(r, group, sizeof group);
         /* another selection is another row, never mixed into one: per attention head, or
          * the budget a share of the prompt (the full cache's records name neither) */
         char pol[128];

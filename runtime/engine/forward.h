@@ -97,8 +97,9 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
  * matrix product runs once with T = n; attention runs per sequence, on its own cache (or
  * its own attn hook) at its own position states[i]->n_past. All states must share one model.
  * Note on numerics: skv_matmul uses the Q8-activation integer dots for T below
- * skv_matmul_gemm_min_t(type) (per row exactly what T = 1 computes) and float tiles above,
- * so a batch at or above that size matches one-by-one decode to float tolerance only. */
+ * skv_matmul_gemm_min_t(type) (per row exactly what T = 1 computes), and at every T on
+ * matrices in 8-row groups in the default gemm mode (matmul.h); elsewhere float tiles above
+ * the threshold, so such a batch matches one-by-one decode to float tolerance only. */
 typedef struct {
     const skv_model *m;
     int n_max;
