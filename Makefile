@@ -63,7 +63,7 @@ endif
 TOOL_SRC := runtime/cli/smallkv.c $(wildcard calibrate/calibrate.c) $(wildcard mapgen/mapgen.c) \
             $(wildcard bench/bench.c) $(wildcard bench/bench_pair.c) \
             $(wildcard bench/bench_kernels.c) $(wildcard bench/bench_spec_batch.c) $(wildcard bench/logits_hash.c) \
-            $(wildcard bench/slm_rank.c)
+            $(wildcard bench/slm_rank.c) $(wildcard bench/bench_prefill.c)
 TOOLS    := $(foreach s,$(TOOL_SRC),$(BUILD)/bin/$(basename $(notdir $(s))))
 # MPI=1: also build calibrate-mpi (calibrate/calibrate.c with SKV_MPI, compiled and linked
 # with mpicc): MPI ranks run shards and reduce their fixed-point sums to rank 0; and
@@ -89,7 +89,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SUP := $(wildcard tests/support/*.c)
 TEST_SUP_OBJ := $(TEST_SUP:%.c=$(BUILD)/%.o)
 
-.PHONY: logits-hash layers data data-test profiles bench-ab all test check run serve serve-load serve-check deps models models-test bench clean tools print-lib-src \
+.PHONY: logits-hash layers data data-test profiles bench-ab bench-prefill all test check run serve serve-load serve-check deps models models-test bench clean tools print-lib-src \
         install uninstall shared
 all: $(LIB) $(CALIB_LIB) $(EVAL_LIB) $(TOOLS) $(TEST_BIN)
 tools: $(TOOLS)
@@ -309,6 +309,13 @@ models-test:
 bench: all
 	$(BUILD)/bin/bench $(if $(filter quick,$(BENCH)),--quick,) $(if $(filter pair,$(BENCH)),--pair-only,) \
 	  $(if $(filter multirow,$(BENCH)),--multirow-only,) $(if $(filter long,$(BENCH)),--long,)
+
+# time to first token on long prompts (bench/bench_prefill.c: tokens/s, matrix GFLOP/s, peak
+# RSS); scripts/llamacpp-prefill.sh runs it beside llama.cpp's llama-bench
+PREFILL_TOKENS ?= 512,4096,16384
+PREFILL_MODELS ?= models/qwen2.5-coder-1.5b.gguf
+bench-prefill: all
+	@for m in $(PREFILL_MODELS); do $(BUILD)/bin/bench_prefill $$m --tokens $(PREFILL_TOKENS) --reps 1 || exit 1; done
 
 # the working tree's decode speed against revision BASE (default HEAD) as ratios measured in
 # rebuild the shipped profiles from data/ (scripts/make-profiles.sh; about 20 min

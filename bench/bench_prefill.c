@@ -1,0 +1,102 @@
+/* bench_prefill.c: time to first token on long prompts. One model, prompts of the given
+ * lengths (token ids spread over the vocabulary, as llama-bench's -p uses arbitrary tokens),
+ * each prefilled whole through skv_forward (the blocked prefill every session runs: matrix
+ * products over each block of rows, attention over the cache so far) with only the last
+ * row's logits, best of --reps runs. Prints a markdown table: tokens, seconds, tokens/s,
+ * GFLOP/s of the weight matrices (2 x parameters x tokens; attention not counted), and the
+ * peak resident set of the process so far.
+ *   build/bin/bench_prefill MODEL [--tokens 512,4096] [--threads N] [--reps R] [--gemm int8|float]
+ * scripts/llamacpp-prefill.sh runs it beside llama.cpp's llama-bench on the same file. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <omp.h>
+#include "kernels/cpu/matmul.h"
+#include "runtime/engine/forward.h"
+#include "runtime/model/model.h"
+#include "common/util.h"
+
+static double matrix_params(const skv_model *m) {
+    double p = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const skv_layer *L = &m->layers[l];
+        const skv_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++) p += (double)w[i]->rows * w[i]->cols;
+    }
+    return p;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench_prefill MODEL [--tokens 512,4096] [--threads N] [--reps R] [--gemm int8|float]\n"
+               "  time to first token: a prompt of each length prefilled whole, best of R runs (default 2)\n");
+}
+
+int main(int argc, char **argv) {
+    const char *path = NULL, *lens = "512,4096", *gemm = "int8";
+    int threads = 0, reps = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (i + 1 < argc && !strcmp(a, "--tokens")) lens = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--threads")) threads = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(a, "--reps")) reps = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(a, "--gemm")) gemm = argv[++i];
+        else if (a[0] != '-' && !path) path = a;
+        else { usage(stderr); return 2; }
+    }
+    if (!path || reps < 1 || (strcmp(gemm, "int8") && strcmp(gemm, "float"))) { usage(stderr); return 2; }
+    if (threads > 0) omp_set_num_threads(threads);
+    skv_matmul_set_gemm_mode(strcmp(gemm, "float") ? SKV_GEMM_INT8_ALL : SKV_GEMM_MULTIROW);
+    skv_model *m = skv_model_load(path);
+    if (!m) { fprintf(stderr, "bench_prefill: %s\n", skv_last_error()); return 1; }
+    const double P = matrix_params(m);
+    printf("| model | threads | prefill | tokens | seconds | tok/s | matrix GFLOP/s | peak RSS MiB |\n"
+           "|---|---:|---|---:|---:|---:|---:|---:|\n");
+    const char *p = lens;
+    int rc = 0;
+    while (*p && !rc) {
+        char *end;
+        const long T = strtol(p, &end, 10);
+        if (end == p || T < 1 || T > (1 << 20) || (*end && *end != ',')) {
+            fprintf(stderr, "bench_prefill: bad --tokens '%s'\n", lens);
+            rc = 2;
+            break;
+        }
+        p = *end ? end + 1 : end;
+        if (T > m->cfg.ctx_max && m->cfg.ctx_max > 0)
+            fprintf(stderr, "bench_prefill: %ld tokens is past the model's training context (%d)\n", T, m->cfg.ctx_max);
+        skv_state *s = skv_state_new(m, (int)T + 8, (int)T, true);
+        int *toks = malloc(sizeof(int) * (size_t)T);
+        if (!s || !toks) {
+            fprintf(stderr, "bench_prefill: %ld tokens: %s\n", T, s ? "out of memory" : skv_last_error());
+            skv_state_free(s);
+            free(toks);
+            rc = 1;
+            break;
+        }
+        for (long i = 0; i < T; i++) toks[i] = (int)((1000 + i * 7919) % m->cfg.vocab);
+        double best = 1e30;
+        for (int r = 0; r < reps && !rc; r++) {
+            skv_state_reset(s);
+            skv_fwd_opts o = {.logits = SKV_LOGITS_LAST};
+            const double t0 = skv_now();
+            if (skv_forward(s, toks, (int)T, &o)) {
+                fprintf(stderr, "bench_prefill: %s\n", skv_last_error());
+                rc = 1;
+            }
+            const double dt = skv_now() - t0;
+            if (dt < best) best = dt;
+        }
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        if (!rc)
+            printf("| %s | %d | %s | %ld | %.2f | %.1f | %.1f | %.0f |\n", m->name, omp_get_max_threads(), gemm, T,
+                   best, T / best, 2.0 * P * T / best / 1e9, ru.ru_maxrss / 1024.0);
+        fflush(stdout);
+        skv_state_free(s);
+        free(toks);
+    }
+    skv_model_free(m);
+    return rc;
+}
