@@ -1,11 +1,15 @@
 /* bench_prefill.c: time to first token on long prompts. One model, prompts of the given
  * lengths (token ids spread over the vocabulary, as llama-bench's -p uses arbitrary tokens),
- * each prefilled whole through skv_forward (the blocked prefill every session runs: matrix
- * products over each block of rows, attention over the cache so far) with only the last
- * row's logits, best of --reps runs. Prints a markdown table: tokens, seconds, tokens/s,
- * GFLOP/s of the weight matrices (2 x parameters x tokens; attention not counted), and the
- * peak resident set of the process so far.
- *   build/bin/bench_prefill MODEL [--tokens 512,4096] [--threads N] [--reps R] [--gemm int8|float]
+ * each prefilled as a session does it: skv_forward over blocks of --block rows (default 256,
+ * the session's), matrix products over the block, attention of its rows over the cache so
+ * far; logits of the last row only; best of --reps runs. Prints a markdown table: tokens,
+ * seconds, tokens/s, GFLOP/s of the weight matrices (2 x parameters x tokens; attention not
+ * counted), the share of the time that grows with the position, and the peak resident set.
+ * That share is attention's (with the cache writes): every block does the same matrix work,
+ * so a least-squares line through the block times, t_k = a + b k, puts a x blocks on the
+ * matrices and the rest on attention (an estimate; noise moves it a few points).
+ *   build/bin/bench_prefill MODEL [--tokens 512,4096] [--threads N] [--reps R] [--block B]
+ *                               [--gemm int8|float]
  * scripts/llamacpp-prefill.sh runs it beside llama.cpp's llama-bench on the same file. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,13 +32,14 @@ static double matrix_params(const skv_model *m) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: bench_prefill MODEL [--tokens 512,4096] [--threads N] [--reps R] [--gemm int8|float]\n"
-               "  time to first token: a prompt of each length prefilled whole, best of R runs (default 2)\n");
+    fprintf(f, "usage: bench_prefill MODEL [--tokens 512,4096] [--threads N] [--reps R] [--block B] [--gemm int8|float]\n"
+               "  time to first token: a prompt of each length prefilled in blocks of B rows (default 256,\n"
+               "  as a session does), best of R runs (default 2)\n");
 }
 
 int main(int argc, char **argv) {
     const char *path = NULL, *lens = "512,4096", *gemm = "int8";
-    int threads = 0, reps = 2;
+    int threads = 0, reps = 2, block = 256;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -42,17 +47,18 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(a, "--threads")) threads = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(a, "--reps")) reps = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(a, "--gemm")) gemm = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--block")) block = atoi(argv[++i]);
         else if (a[0] != '-' && !path) path = a;
         else { usage(stderr); return 2; }
     }
-    if (!path || reps < 1 || (strcmp(gemm, "int8") && strcmp(gemm, "float"))) { usage(stderr); return 2; }
+    if (!path || reps < 1 || block < 1 || (strcmp(gemm, "int8") && strcmp(gemm, "float"))) { usage(stderr); return 2; }
     if (threads > 0) omp_set_num_threads(threads);
     skv_matmul_set_gemm_mode(strcmp(gemm, "float") ? SKV_GEMM_INT8_ALL : SKV_GEMM_MULTIROW);
     skv_model *m = skv_model_load(path);
     if (!m) { fprintf(stderr, "bench_prefill: %s\n", skv_last_error()); return 1; }
     const double P = matrix_params(m);
-    printf("| model | threads | prefill | tokens | seconds | tok/s | matrix GFLOP/s | peak RSS MiB |\n"
-           "|---|---:|---|---:|---:|---:|---:|---:|\n");
+    printf("| model | threads | prefill | tokens | seconds | tok/s | matrix GFLOP/s | attention share | peak RSS MiB |\n"
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     const char *p = lens;
     int rc = 0;
     while (*p && !rc) {
@@ -66,12 +72,14 @@ int main(int argc, char **argv) {
         p = *end ? end + 1 : end;
         if (T > m->cfg.ctx_max && m->cfg.ctx_max > 0)
             fprintf(stderr, "bench_prefill: %ld tokens is past the model's training context (%d)\n", T, m->cfg.ctx_max);
-        skv_state *s = skv_state_new(m, (int)T + 8, (int)T, true);
+        const int B = block < T ? block : (int)T, nb = (int)((T + B - 1) / B);
+        skv_state *s = skv_state_new(m, (int)T + 8, B, true);
         int *toks = malloc(sizeof(int) * (size_t)T);
-        if (!s || !toks) {
+        double *bt = malloc(sizeof(double) * (size_t)nb), *best_bt = malloc(sizeof(double) * (size_t)nb);
+        if (!s || !toks || !bt || !best_bt) {
             fprintf(stderr, "bench_prefill: %ld tokens: %s\n", T, s ? "out of memory" : skv_last_error());
             skv_state_free(s);
-            free(toks);
+            free(toks); free(bt); free(best_bt);
             rc = 1;
             break;
         }
@@ -79,23 +87,40 @@ int main(int argc, char **argv) {
         double best = 1e30;
         for (int r = 0; r < reps && !rc; r++) {
             skv_state_reset(s);
-            skv_fwd_opts o = {.logits = SKV_LOGITS_LAST};
             const double t0 = skv_now();
-            if (skv_forward(s, toks, (int)T, &o)) {
-                fprintf(stderr, "bench_prefill: %s\n", skv_last_error());
-                rc = 1;
+            for (int k = 0; k < nb && !rc; k++) {
+                const int n = (int)(T - (long)k * B < B ? T - (long)k * B : B);
+                skv_fwd_opts o = {.logits = k == nb - 1 ? SKV_LOGITS_LAST : SKV_LOGITS_NONE};
+                const double tb = skv_now();
+                if (skv_forward(s, toks + (size_t)k * B, n, &o)) {
+                    fprintf(stderr, "bench_prefill: %s\n", skv_last_error());
+                    rc = 1;
+                }
+                bt[k] = skv_now() - tb;
             }
             const double dt = skv_now() - t0;
-            if (dt < best) best = dt;
+            if (dt < best) { best = dt; memcpy(best_bt, bt, sizeof(double) * (size_t)nb); }
+        }
+        /* t_k = a + b k over the whole blocks (the last may be short): a x nb on the matrices */
+        double share = -1;
+        const int nf = (int)(T / B);
+        if (nf >= 4) {
+            double sk = 0, st = 0, skk = 0, skt = 0;
+            for (int k = 0; k < nf; k++) { sk += k; st += best_bt[k]; skk += (double)k * k; skt += k * best_bt[k]; }
+            const double slope = (nf * skt - sk * st) / (nf * skk - sk * sk), icpt = (st - slope * sk) / nf;
+            share = 1 - icpt * ((double)T / B) / best;
+            if (share < 0) share = 0;
         }
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
+        char sh[16] = "-";   /* fewer than 4 whole blocks: no line to fit */
+        if (share >= 0) snprintf(sh, sizeof sh, "%.0f %%", 100 * share);
         if (!rc)
-            printf("| %s | %d | %s | %ld | %.2f | %.1f | %.1f | %.0f |\n", m->name, omp_get_max_threads(), gemm, T,
-                   best, T / best, 2.0 * P * T / best / 1e9, ru.ru_maxrss / 1024.0);
+            printf("| %s | %d | %s | %ld | %.2f | %.1f | %.1f | %s | %.0f |\n", m->name, omp_get_max_threads(), gemm, T,
+                   best, T / best, 2.0 * P * T / best / 1e9, sh, ru.ru_maxrss / 1024.0);
         fflush(stdout);
         skv_state_free(s);
-        free(toks);
+        free(toks); free(bt); free(best_bt);
     }
     skv_model_free(m);
     return rc;
