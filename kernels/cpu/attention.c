@@ -1,7 +1,10 @@
 /* attention.c: causal GQA attention over a contiguous fp32/fp16 KV cache (attention.h),
  * with the optional per-head colsum / lastrow score outputs.
  *
- * One task = one (query head h, query row t): scores s[k] = q.K[k] / sqrt(d) for keys
+ * Every row of the usual shapes (d a multiple of 8 up to 256) runs the grouped decode kernel
+ * below (dec_tasks), a block of prompt rows one row after another (dec_rows), so a prefill row
+ * has a decode step's bits. The general path, for the other shapes:
+ * one task = one (query head h, query row t): scores s[k] = q.K[k] / sqrt(d) for keys
  * k <= pos0 + t (kv head h / (H/Hkv)), softmax, out = sum_k A[k] V[k]. Each thread owns one
  * score row of S = pos0 + T floats; the (T x S) matrix never exists.
  * OpenMP: over (h, t) pairs; when colsum is requested, over heads only, each head's rows
@@ -213,9 +216,10 @@ static void attn_tasks(float *out, const float *q, const void *kc, const void *v
 #define DEC_GMAX 64       /* query heads per KV head */
 #define DEC_PF_KEYS 48    /* rows prefetched ahead of the one in use */
 
-static bool dec_applies(const skv_attn_args *a) {
-    return a->T == 1 && a->d % 8 == 0 && a->d <= DEC_DMAX && a->H / a->Hkv <= DEC_GMAX;
-}
+/* the grouped kernel's shapes; one query row (decode), or a block of rows run as that many
+ * single rows (dec_rows) */
+static bool dec_shapes(const skv_attn_args *a) { return a->d % 8 == 0 && a->d <= DEC_DMAX && a->H / a->Hkv <= DEC_GMAX; }
+static bool dec_applies(const skv_attn_args *a) { return a->T == 1 && dec_shapes(a); }
 static size_t dec_nch(size_t n) { return (n + DEC_CHUNK - 1) / DEC_CHUNK; }
 /* one past the last key of chunk c of n keys */
 static int dec_k1(size_t c, int n) { return (c + 1) * DEC_CHUNK < (size_t)n ? (int)((c + 1) * DEC_CHUNK) : n; }
@@ -478,6 +482,22 @@ static void dec_tasks(float *out, const float *q, void *kc, void *vc, const skv_
         dec_merge(out + (size_t)h * d, ws + (size_t)h * prow, part + (size_t)h * nch * ps, nch, d, n, a, h);
 }
 
+/* A block of T query rows (a prefill) as T single rows in order, each through the grouped
+ * decode kernel above at its own position: each K / V element is converted once per block of
+ * query heads instead of once per head (attn_row), and every row gets exactly the bits of a
+ * decode step at that position (scores, output, colsum, lastrow), so a prefill equals the
+ * decode steps it stands for. colsum accumulates row by row in order, as attn_tasks does. */
+static void dec_rows(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws) {
+    const size_t hd = (size_t)a->H * a->d;
+    for (int t = 0; t < a->T; t++) {
+        skv_attn_args r = *a;
+        r.T = 1;
+        r.pos0 = a->pos0 + t;
+        r.lastrow = t == a->T - 1 ? a->lastrow : NULL;
+        dec_tasks(out + (size_t)t * hd, q + (size_t)t * hd, kc, vc, &r, ws);
+    }
+}
+
 size_t skv_attn_row_bytes(const skv_attn_args *a, bool v) {
     const int bits = v ? a->v_bits : a->k_bits;
     return bits ? skv_kvq_row_bytes(a->d, bits) : (size_t)a->d * (a->kv_f16 ? 2 : 4);
@@ -487,7 +507,7 @@ size_t skv_attention_ws_floats(const skv_attn_args *a, int nth) {
     if (a->k_bits || a->v_bits) return skv_attention_q_ws_floats(a, nth);
     const size_t S = (size_t)a->pos0 + (size_t)a->T;
     const size_t general = (size_t)nth * (S + 8);
-    if (!dec_applies(a)) return general;
+    if (!dec_shapes(a)) return general;
     const size_t dec = dec_ws_floats(a->H, a->d, S);
     return dec > general ? dec : general;
 }
@@ -499,6 +519,10 @@ static void attn_any(float *out, const float *q, void *kc, void *vc, const skv_a
     }
     if (dec_applies(a)) {
         dec_tasks(out, q, kc, vc, a, ws);
+        return;
+    }
+    if (!a->knew && dec_shapes(a)) {
+        dec_rows(out, q, kc, vc, a, ws);
         return;
     }
     if (a->knew) {
