@@ -58,7 +58,7 @@ int skv_matmul_gemm_min_t(int type);
  *                         prefill gets the bits of a decode step (activations quantised per
  *                         block as a decode step does, as llama.cpp's CPU path does too), and
  *                         prefill runs 2.5-2.9x faster than the float GEMM (docs/performance.md).
- *                         Perplexity moves by ~0.2 % against the float GEMM (the same doc).
+ *                         Perplexity moves by 0.2-0.8 % against the float GEMM (the same doc).
  * Matrices without 8-row groups (types without the layout, read-only mappings) keep the float
  * GEMM at large T in every mode.
  * Env SKV_GEMM_MODE=0/1/2, or skv_matmul_set_gemm_mode (eval --prefill, benchmarks, tests). */
