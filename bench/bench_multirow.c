@@ -17,6 +17,7 @@
  *               aggregate tokens/s, modes 0 and 1 */
 #include "bench_multirow.h"
 #include "compute_probe.h"
+#include "matrix_params.h"
 #include "kernels/cpu/matmul.h"
 #include "runtime/engine/forward.h"
 #include "runtime/session/session.h"
@@ -39,16 +40,6 @@ void skv_bench_peaks(int threads, double *i8, double *f32) {
         if (pn > *best) *best = pn;
     }
     fflush(stdout);
-}
-
-static double layer_params(const skv_model *m) {
-    double p = 0;
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        const skv_layer *L = &m->layers[l];
-        const skv_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++) p += (double)w[i]->rows * w[i]->cols;
-    }
-    return p;
 }
 
 /* seconds of one prefill of T tokens in gemm mode `mode` */
@@ -75,7 +66,7 @@ static int prefill_rows(const skv_model *m, const char *nm, int T, int reps, dou
             if (t < best[k]) best[k] = t;
         }
     skv_matmul_set_gemm_mode(SKV_GEMM_INT8_ALL);
-    const double P = layer_params(m);
+    const double P = bench_matrix_params(m);
     for (int k = 0; k < 2; k++) {
         const double g = 2.0 * P * T / best[k];
         printf("| %s | %d | %s | %.1f | %.1f | %.0f%% | %.0f%% | %s |\n", nm, T,

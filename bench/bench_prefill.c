@@ -20,16 +20,7 @@
 #include "runtime/engine/forward.h"
 #include "runtime/model/model.h"
 #include "common/util.h"
-
-static double matrix_params(const skv_model *m) {
-    double p = 0;
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        const skv_layer *L = &m->layers[l];
-        const skv_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++) p += (double)w[i]->rows * w[i]->cols;
-    }
-    return p;
-}
+#include "matrix_params.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: bench_prefill MODEL [--tokens 512,4096] [--threads N] [--reps R] [--block B] [--gemm int8|float]\n"
@@ -56,7 +47,7 @@ int main(int argc, char **argv) {
     skv_matmul_set_gemm_mode(strcmp(gemm, "float") ? SKV_GEMM_INT8_ALL : SKV_GEMM_MULTIROW);
     skv_model *m = skv_model_load(path);
     if (!m) { fprintf(stderr, "bench_prefill: %s\n", skv_last_error()); return 1; }
-    const double P = matrix_params(m);
+    const double P = bench_matrix_params(m);
     printf("| model | threads | prefill | tokens | seconds | tok/s | matrix GFLOP/s | attention share | peak RSS MiB |\n"
            "|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     const char *p = lens;

@@ -61,7 +61,7 @@ int skv_matmul_gemm_min_t(int type);
  *                         Perplexity moves by 0.2-0.8 % against the float GEMM (the same doc).
  * Matrices without 8-row groups (types without the layout, read-only mappings) keep the float
  * GEMM at large T in every mode.
- * Env SKV_GEMM_MODE=0/1/2, or skv_matmul_set_gemm_mode (eval --prefill, benchmarks, tests). */
+ * Env SKV_GEMM_MODE=0/1/2, or skv_matmul_set_gemm_mode (eval --gemm, benchmarks, tests). */
 enum { SKV_GEMM_DECODE_ROWS = 0, SKV_GEMM_MULTIROW = 1, SKV_GEMM_INT8_ALL = 2 };
 void skv_matmul_set_gemm_mode(int mode);
 int skv_matmul_gemm_mode(void);

@@ -282,8 +282,8 @@ static double cell_budget(const skv_eval_pol *p, double budget) {
     return p->spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1.0 : budget;
 }
 
-/* int8 prefill (the default gemm mode since it was made the default): records before it
- * ran the float GEMM, so an int8 record names it in its key and a float one does not */
+/* int8 prefill (the default gemm mode): records from before it ran the float GEMM, so an
+ * int8 record names it in its key and a float one keeps the old key */
 static bool gemm_int8(const eval_cfg *c) { return !strcmp(c->device, "cpu") && skv_matmul_gemm_mode() == SKV_GEMM_INT8_ALL; }
 
 static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n) {

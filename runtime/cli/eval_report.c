@@ -217,13 +217,11 @@ static void record_group(const cJSON *r, char *group, size_t n) {
      * chat template, the few-shot turns */
     const cJSON *chat = cJSON_GetObjectItemCaseSensitive(r, "chat_template");
     const cJSON *turns = cJSON_GetObjectItemCaseSensitive(r, "fewshot_turns");
+    /* and int8 prefill is other arithmetic than the float GEMM of earlier records */
+    const bool int8 = !strcmp(jstr(cJSON_GetObjectItemCaseSensitive(r, "settings"), "gemm"), "int8");
     const size_t gl = strlen(group);
-    snprintf(group + gl, n - gl, "%s", cJSON_IsTrue(turns) ? ", chat template, few-shot turns" :
-             cJSON_IsTrue(chat) ? ", chat template" : "");
-    /* int8 prefill is other arithmetic than the float GEMM of earlier records: its own group */
-    const size_t gl2 = strlen(group);
-    if (!strcmp(jstr(cJSON_GetObjectItemCaseSensitive(r, "settings"), "gemm"), "int8"))
-        snprintf(group + gl2, n - gl2, ", int8 prefill");
+    snprintf(group + gl, n - gl, "%s%s", cJSON_IsTrue(turns) ? ", chat template, few-shot turns" :
+             cJSON_IsTrue(chat) ? ", chat template" : "", int8 ? ", int8 prefill" : "");
 }
 
 static int svg_fidelity(const char *path, const cells *cs, const char *task, const char *group) {
