@@ -275,11 +275,49 @@ static void test_colsum_rows(void **state) {
     teardown_f(&f);
 }
 
+/* A prefill equals its rows run one at a time as decode steps, bit for bit: outputs, colsum
+ * (the rows' attention added in order) and lastrow, with blocks of rows that cross key-chunk
+ * boundaries (128 keys), a block shorter than the rest, groups of 6 and 7 query heads, 1 and
+ * 2 threads. */
+static void test_prefill_blocks_equal_decode(void **state) {
+    (void)state;
+    const int cases[][5] = {  /* T, H, Hkv, d, pos0 */
+        {20, 12, 2, 128, 120}, {37, 14, 2, 64, 250}, {300, 12, 2, 64, 3}, {9, 6, 2, 32, 0}};
+    const int nth0 = omp_get_max_threads();
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int f16 = 0; f16 < 2; f16++)
+            for (int nth = 1; nth <= 2; nth++) {
+                const int T = cases[ci][0], H = cases[ci][1], Hkv = cases[ci][2], d = cases[ci][3], pos0 = cases[ci][4];
+                fixture f;
+                setup(&f, T, H, Hkv, d, pos0, f16);
+                omp_set_num_threads(nth);
+                skv_attn_args a = f.a;
+                a.colsum = f.cs; a.lastrow = f.lr;
+                skv_attention(f.out, f.q, f.k, f.v, &a);
+                const size_t hd = (size_t)H * d, ns = (size_t)H * a.S_cap;
+                for (int t = 0; t < T; t++) {
+                    skv_attn_args r = f.a;
+                    r.T = 1; r.pos0 = pos0 + t; r.lastrow = f.lr_ref;
+                    skv_attention(f.out_ref + t * hd, f.q + t * hd, f.k, f.v, &r);
+                    for (int h = 0; h < H; h++)
+                        for (int k = 0; k <= pos0 + t; k++) f.cs_ref[(size_t)h * a.S_cap + k] += f.lr_ref[(size_t)h * a.S_cap + k];
+                }
+                omp_set_num_threads(nth0);
+                if (memcmp(f.out, f.out_ref, (size_t)T * hd * 4) || memcmp(f.cs, f.cs_ref, ns * 4) ||
+                    memcmp(f.lr, f.lr_ref, ns * 4))
+                    fail_msg("prefill != decode rows: T=%d H=%d Hkv=%d d=%d pos0=%d f16=%d threads=%d (out %g, colsum %g, "
+                             "lastrow %g)", T, H, Hkv, d, pos0, f16, nth, maxdiff(f.out, f.out_ref, (size_t)T * hd),
+                             maxdiff(f.cs, f.cs_ref, ns), maxdiff(f.lr, f.lr_ref, ns));
+                teardown_f(&f);
+            }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_prefill),
         cmocka_unit_test(test_colsum_rows),
+        cmocka_unit_test(test_prefill_blocks_equal_decode),
         cmocka_unit_test(test_decode_threads),
         cmocka_unit_test(test_decode_runs),
         cmocka_unit_test(test_decode_new_row),
