@@ -1,8 +1,10 @@
 /* ops.c: the small elementwise kernels of the decoder: RMSNorm, RoPE (both pairings, from
  * theta or from a frequency table), SwiGLU, GeGLU, softcapping and softmax. They are cheap next to the matmuls, so they stay close to the
- * plain formulas (double sum in RMSNorm, expf in SwiGLU/softmax); only RMSNorm's scaling
- * loop is vectorised. */
+ * plain formulas (double sum in RMSNorm, expf in softmax); RMSNorm's scaling loop and
+ * SwiGLU are vectorised (SwiGLU's scalar expf was 3 % of a 4K-token prefill of
+ * Qwen2.5-1.5B once the matrices ran int8). */
 #include "ops.h"
+#include "simd_math.h"
 #include <immintrin.h>
 #include <math.h>
 
@@ -93,11 +95,23 @@ void skv_softcap(float *x, int n, float cap) {
     for (int i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
-/* out (n) = gate / (1 + exp(-gate)) * up */
+/* out (n) = gate / (1 + exp(-gate)) * up, 8 at a time with the polynomial exp (skv_exp8,
+ * relative error ~2e-7); the last n % 8 go through the same lanes from a padded copy, so an
+ * element's value does not depend on where a call's range starts (the decode forward splits
+ * a row among threads at any offset). */
+static inline __m256 swiglu8(__m256 g, __m256 u) {
+    const __m256 e = skv_exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
 void skv_swiglu(float *out, const float *gate, const float *up, int n) {
-    for (int i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, swiglu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < n) {
+        float g[8] = {0}, u[8] = {0}, o[8];
+        for (int j = 0; j < n - i; j++) { g[j] = gate[i + j]; u[j] = up[i + j]; }
+        _mm256_storeu_ps(o, swiglu8(_mm256_loadu_ps(g), _mm256_loadu_ps(u)));
+        for (int j = 0; j < n - i; j++) out[i + j] = o[j];
     }
 }
 
