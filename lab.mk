@@ -152,12 +152,15 @@ slmkv-heldout-cells:
 
 # Long contexts (issue 43; docs/lab/long-context-tasks.md): RULER-style needles, one key and
 # four keys with one asked, at 10 % hot; NIAH_LENGTHS=4096 for the shorter half (a 4K unit
-# prefills the pair in about 2 min on 2 cores, an 8K one in about 5); resumable
+# prefills the pair in about 2 min on 2 cores, an 8K one in about 5); KVzip (issue 48) beside
+# them; resumable. The 4K records were made with the float GEMM (EVAL_GEMM's default); the 8K
+# ones with EVAL_GEMM=int8
 NIAH_LENGTHS ?= 4096,8192
+NIAH_POLICIES ?= full,smallkv,smallkv:slmkv=k8v4,quest,snapkv,h2o,kvzip
 eval-niah: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL_PACKED) niah --niah-kinds single,multikey --lengths $(NIAH_LENGTHS) --depths 10,50,90 \
-	  --policies full,smallkv,smallkv:slmkv=k8v4,quest,snapkv,h2o --budgets 0.1 -o results/qwen-niah.json
+	  --policies $(NIAH_POLICIES) --budgets 0.1 -o results/qwen-niah.json
 
 # Decode cost against context length (issue 43; docs/performance.md "Cost against context
 # length"): per length one pg-essays document, prefilled once (the pair) and derived into
