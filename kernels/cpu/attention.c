@@ -503,6 +503,18 @@ static size_t blk_ws_floats(int T, int H, int d, size_t S) {
     return B * dec_ws_floats(H, d, S) + B * (size_t)H * d;
 }
 
+/* the score rows and partials of KV head kvh's query vectors for block rows r0 .. r1-1, in
+ * the order (row, head of the group) that the copied queries have */
+static void blk_ptrs(float *P, float *part, size_t prow, size_t pstride, int H, int grp, int kvh, int r0, int r1,
+                     float **pr, float **pt) {
+    for (int r = r0; r < r1; r++)
+        for (int g = 0; g < grp; g++) {
+            const size_t row = (size_t)r * H + (size_t)kvh * grp + g;
+            pr[(r - r0) * grp + g] = P + row * prow;
+            pt[(r - r0) * grp + g] = part + row * pstride;
+        }
+}
+
 static void dec_block(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, int t0, float *ws) {
     const int H = a->H, Hkv = a->Hkv, d = a->d, grp = H / Hkv, T = a->T;
     const int B = T - t0 < DEC_BLOCK_ROWS ? T - t0 : DEC_BLOCK_ROWS, N = B * grp;
@@ -535,12 +547,7 @@ static void dec_block(float *out, const float *q, void *kc, void *vc, const skv_
             if (c1 > c_sh) c1 = c_sh;
             if (c1 - c0 > u_end - u) c1 = c0 + (u_end - u);
             const size_t kvoff = (size_t)kvh * a->S_cap * d * esz;
-            for (int r = 0; r < B; r++)
-                for (int g = 0; g < grp; g++) {
-                    const size_t row = (size_t)r * H + (size_t)kvh * grp + g;
-                    pr[r * grp + g] = P + row * prow;
-                    pt[r * grp + g] = part + row * nchS * ps;
-                }
+            blk_ptrs(P, part, prow, nchS * ps, H, grp, kvh, 0, B, pr, pt);
             dec_heads(qb + (size_t)kvh * N * d, (const uint8_t *)kc + kvoff, (const uint8_t *)vc + kvoff, a->kv_f16, d,
                       N, c0, (int)c1, n_min, ps, scale, pr, pt);
             u += c1 - c0;
@@ -551,14 +558,9 @@ static void dec_block(float *out, const float *q, void *kc, void *vc, const skv_
     for (int u = 0; u < Hkv * B; u++) {
         const int kvh = u / B, r = u % B, n = n_min + r, nch = (int)dec_nch((size_t)n);
         const size_t kvoff = (size_t)kvh * a->S_cap * d * esz;
-        float *prr[DEC_GMAX], *ptr[DEC_GMAX];
-        for (int g = 0; g < grp; g++) {
-            const size_t row = (size_t)r * H + (size_t)kvh * grp + g;
-            prr[g] = P + row * prow;
-            ptr[g] = part + row * nchS * ps;
-        }
+        blk_ptrs(P, part, prow, nchS * ps, H, grp, kvh, r, r + 1, pr, pt);
         dec_heads(qb + ((size_t)kvh * B + r) * grp * d, (const uint8_t *)kc + kvoff, (const uint8_t *)vc + kvoff,
-                  a->kv_f16, d, grp, c_sh, nch, n, ps, scale, prr, ptr);
+                  a->kv_f16, d, grp, c_sh, nch, n, ps, scale, pr, pt);
     }
     /* merge, per head the block's rows in order (colsum) */
     #pragma omp for schedule(static)
