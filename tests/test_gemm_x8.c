@@ -1,6 +1,7 @@
 /* test_gemm_x8.c: the multi-row kernels (kernels/cpu/gemm_x8.h) and the int8 GEMM switch of
  * skv_matmul (matmul.h).
- *   - the fast 16-row kernel against the scalar reference, bit for bit, for every x8 type, on
+ *   - the fast 16-row kernels (VNNI, and AMX where the CPU has it) against the scalar
+ *     reference, bit for bit, for every x8 type, on
  *     random weights and on random quant bytes (every nibble, 6-bit and sign pattern), with
  *     activations of random floats and of +-1 (the int8 extremes), for many widths (slices
  *     of the tile and partial ones) and T = 1 .. 130 (partial row blocks of 4 and of 64);
@@ -101,13 +102,20 @@ static void test_ref_matches_decode_kernel(void **state) {
         }
 }
 
+/* the fast kernels this CPU runs: VNNI, and AMX (K-quants; VNNI for the rest) where present */
+static skv_gemm16_fn fast_kernel(int k, int type) {
+    if (k == 0) return skv_cpu_vnni() ? skv_gemm16_vnni_for(type) : NULL;
+    return skv_cpu_amx() ? skv_gemm16_amx_for(type) : NULL;
+}
+
 static void test_fast_matches_ref(void **state) {
     (void)state;
     if (!skv_gemm16_for(SKV_Q4_K)) {
         print_message("    (multi-row kernel not in use: no AVX-512 VNNI on this CPU, or SKV_CPU=avx2)\n");
         skip();
     }
-    const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 13, 64, 65, 130};
+    if (!skv_cpu_amx()) print_message("    (no AMX on this CPU, or SKV_CPU=vnni: the VNNI kernels only)\n");
+    const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 37, 64, 65, 130};
     const int64_t kcols[] = {256, 768, 2304}, wcols[] = {32, 576, 1024, 2304};
     const int64_t rows = 32;
     for (int ti = 0; ti < NX; ti++) {
@@ -121,15 +129,17 @@ static void test_fast_matches_ref(void **state) {
                 const size_t gb = 8 * skv_row_bytes(type, cols);
                 float *yf = malloc(sizeof(float) * 130 * rows), *yr = malloc(sizeof(float) * 130 * rows);
                 skv_gemm_x8_ref(type, cols, xd, gb, (int)(rows / 8), act, ab, 130, yr, rows);
-                for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
-                    const int T = Ts[k];
-                    memset(yf, 0xff, sizeof(float) * 130 * rows);
-                    for (int64_t r = 0; r < rows; r += 16)
-                        skv_gemm16_for(type)(cols, xd + (r / 8) * gb, gb, act, ab, T, yf + r, rows);
-                    for (int t = 0; t < T; t++)
-                        if (memcmp(yf + t * rows, yr + t * rows, sizeof(float) * rows))
-                            fail_msg("%s cols %lld T %d (random bytes %d): row %d differs from the reference",
-                                     skv_type_name(type), (long long)cols, T, wrand, t);
+                for (int kern = 0; kern < 2; kern++) {
+                    const skv_gemm16_fn f = fast_kernel(kern, type);
+                    for (size_t k = 0; f && k < sizeof Ts / sizeof Ts[0]; k++) {
+                        const int T = Ts[k];
+                        memset(yf, 0xff, sizeof(float) * 130 * rows);
+                        for (int64_t r = 0; r < rows; r += 16) f(cols, xd + (r / 8) * gb, gb, act, ab, T, yf + r, rows);
+                        for (int t = 0; t < T; t++)
+                            if (memcmp(yf + t * rows, yr + t * rows, sizeof(float) * rows))
+                                fail_msg("%s %s cols %lld T %d (random bytes %d): row %d differs from the reference",
+                                         kern ? "AMX" : "VNNI", skv_type_name(type), (long long)cols, T, wrand, t);
+                    }
                 }
                 free(yf); free(yr); free(act); free(st); free(xd);
             }

@@ -1,17 +1,27 @@
-/* cpu_caps.c: the CPU feature check behind the kernels' optional AVX-512 variants. The build
- * requires AVX2/FMA/F16C (the baseline every kernel has); a variant runs only where the CPU
- * reports its extensions, and SKV_CPU=avx2 keeps the baseline (to compare the two). */
+/* cpu_caps.c: the CPU feature check behind the kernels' optional AVX-512 and AMX variants. The
+ * build requires AVX2/FMA/F16C (the baseline every kernel has); a variant runs only where the
+ * CPU (and for AMX the kernel) grants its extensions, and SKV_CPU pins a lower level (avx2,
+ * vnni) to compare them. */
+#include <cpuid.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include "cpu_caps.h"
 
-static bool detect_vnni(void) {
+/* SKV_CPU: 0 avx2, 1 vnni, 2 auto (everything the machine has) */
+static int cpu_level(void) {
     const char *e = getenv("SKV_CPU");
-    if (e && *e && strcmp(e, "auto") != 0) {
-        if (strcmp(e, "avx2") == 0) return false;
-        fprintf(stderr, "smallkv: SKV_CPU=%s is not one of auto, avx2; using auto\n", e);
-    }
+    if (!e || !*e || strcmp(e, "auto") == 0) return 2;
+    if (strcmp(e, "avx2") == 0) return 0;
+    if (strcmp(e, "vnni") == 0) return 1;
+    fprintf(stderr, "smallkv: SKV_CPU=%s is not one of auto, vnni, avx2; using auto\n", e);
+    return 2;
+}
+
+static bool detect_vnni(void) {
+    if (cpu_level() < 1) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
@@ -22,6 +32,35 @@ bool skv_cpu_vnni(void) {
     int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (v < 0) {
         v = detect_vnni();
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* AMX: cpuid leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), XCR0 bits 17-18 (the OS saves
+ * the tile state), and Linux's per-process permission for that state (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XTILEDATA, Linux 5.16+): without it the first tile instruction
+ * faults. The AMX kernels also run VNNI code, so VNNI is required too. */
+static bool detect_amx(void) {
+    if (cpu_level() < 2 || !skv_cpu_vnni()) return false;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1) || !(d >> 25 & 1)) return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1)) return false;   /* OSXSAVE */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo >> 17 & 3) != 3) return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return false;
+#endif
+}
+
+bool skv_cpu_amx(void) {
+    static int cached = -1;   /* the permission is per process and granting it twice is harmless */
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = detect_amx();
         __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
     }
     return v;

@@ -6,5 +6,8 @@
 /* true when the CPU (and the OS) has AVX-512 F/BW/VL/VNNI and SKV_CPU does not pin the AVX2
  * baseline (SKV_CPU=avx2); read once. Kernels with such a variant give the same bits. */
 bool skv_cpu_vnni(void);
+/* true when skv_cpu_vnni() and the CPU has AMX-TILE + AMX-INT8 that Linux lets this process use
+ * (asked for on the first call) and SKV_CPU does not pin a lower level (SKV_CPU=vnni or avx2). */
+bool skv_cpu_amx(void);
 
 #endif

@@ -10,7 +10,9 @@
  *   skv_gemm16_for      the fast kernel (gemm_x8_vnni.c: AVX-512 VNNI, 512-bit; NULL where the
  *                       CPU lacks it or for types without the layout); weights unpacked once
  *                       per (16-row panel, 512-column slice, block of 64 activation rows)
- *                       into a cache-resident int8 tile, then reused across the rows
+ *                       into a cache-resident int8 tile, then reused across the rows. Where
+ *                       the CPU has AMX (skv_cpu_amx) the K-quants' whole groups of 16 rows
+ *                       go through AMX tile products instead (gemm_x8_amx.c), same bits
  *   skv_gemm_x8_ref     the plain scalar reference of the same arithmetic (gemm_x8_ref.c),
  *                       from the stored blocks; any number of groups
  * Activation rows: skv_vec_quant_act's format for the type (vecdot.h), row t at act + t*ab.
@@ -26,8 +28,10 @@ int skv_gemm_x8_type(int type);
 /* 16 rows: the x8 groups at w and at w + group_bytes (group_bytes = 8 * skv_row_bytes). */
 typedef void (*skv_gemm16_fn)(int64_t cols, const void *w, size_t group_bytes, const uint8_t *act, size_t ab, int T,
                               float *y, int64_t ldy);
-skv_gemm16_fn skv_gemm16_for(int type);          /* skv_cpu_vnni() ? the VNNI kernel : NULL */
+skv_gemm16_fn skv_gemm16_for(int type);          /* the AMX kernel where skv_cpu_amx(), else the VNNI one, else NULL */
 skv_gemm16_fn skv_gemm16_vnni_for(int type);     /* call only where skv_cpu_vnni() */
+skv_gemm16_fn skv_gemm16_amx_for(int type);      /* call only where skv_cpu_amx(): whole 16-row groups of
+                                                    activation rows as AMX tile products, the rest as VNNI */
 
 /* Fewest activation rows for which skv_matmul takes the multi-row kernel over the 8-row decode
  * kernel (skv_vec_dot8n, up to 4 rows a call; both give the same bits). Measured on the Zen 4

@@ -17,10 +17,13 @@
  * SKV_WEIGHT_PF_BYTES ahead as the decode kernels do.
  * Speed (Zen 4 VM, one thread, 4864 x 1536, T = 256): Q4_K 112-132, Q6_K 112, Q5_0 117, Q4_1
  * 122 GOP/s, against 37-39 for the float GEMM (a loaded machine); the compute probe's int8 peak
- * there is 473 GOP/s a thread (bench/compute_probe.h). */
+ * there is 473 GOP/s a thread (bench/compute_probe.h).
+ * With AMX (skv_gemm16_amx_for, K-quants only): the same driver and tile, TB_AMX rows a pass,
+ * whole groups of 16 rows through gemm_x8_amx.c's tile products, the rest of the rows here. */
 #include <immintrin.h>
 #include <string.h>
 #include "gemm_x8.h"
+#include "gemm_x8_tile.h"
 #include "cpu_caps.h"
 #include "vecdot.h"
 #include "vecdot_simd.h"
@@ -32,23 +35,6 @@
 #endif
 
 #define KI static inline __attribute__((always_inline))
-#define TB 64         /* activation rows per tile pass */
-#define KCOLS 512     /* columns per tile: 2 K-quant super-blocks or 16 blocks of 32 */
-
-/* tile of one K-quant super-block (16 rows): q chunk c = weights 4c .. 4c+3 */
-typedef struct {
-    uint8_t q[64][64];
-    int32_t sc[16][16];   /* Q4_K: sub-block s < 8 scales; Q6_K: group g scales */
-    int16_t pr[8][32];    /* lane pairs: Q4_K (m_2p, m_2p+1), p < 4; Q6_K (sc_2q, sc_2q+1) */
-    float d[16], dm[16];  /* d, and Q4_K's dmin */
-} kpan;
-/* tile of one 32-wide block (16 rows) */
-typedef struct {
-    uint8_t q[8][64];
-    float d[16], o[16];   /* d; the offset factor's scale: m (Q4_1/Q5_1) or d */
-} wpan;
-typedef union { kpan k[KCOLS / 256]; wpan w[KCOLS / 32]; } tile_buf;
-
 static inline void st_half(void *dst, __m256i v) { _mm256_store_si256((__m256i *)dst, v); }
 
 /* ---- unpack: group gi (0/1) of x8 block b into tile p ---- */
@@ -304,8 +290,8 @@ KI void kq80(int nt, int nb, const wpan *P, const uint8_t *x, size_t ab, float *
 
 enum { K_Q4K, K_Q6K, K_Q40, K_Q41, K_Q50, K_Q51, K_Q80 };
 
-KI void gemm16(int kind, int64_t cols, const uint8_t *w, size_t gb, const uint8_t *act, size_t ab, int T, float *y,
-               int64_t ldy) {
+KI void gemm16(int kind, int amx, int64_t cols, const uint8_t *w, size_t gb, const uint8_t *act, size_t ab, int T,
+               float *y, int64_t ldy) {
     const int kq = kind == K_Q4K || kind == K_Q6K;
     const int bw = kq ? 256 : 32;                            /* weights a block */
     const size_t xbs = kq ? (kind == K_Q4K ? 1152 : 1680)    /* bytes of an x8 block */
@@ -314,9 +300,13 @@ KI void gemm16(int kind, int64_t cols, const uint8_t *w, size_t gb, const uint8_
     const size_t yb = kq ? sizeof(block_q8_K) : sizeof(skv_q8a);   /* activation bytes a block */
     const int64_t nbt = cols / bw, nbk = KCOLS / bw;
     tile_buf tile __attribute__((aligned(64)));
-    float acc[TB * 32] __attribute__((aligned(64)));
-    for (int t0 = 0; t0 < T; t0 += TB) {
-        const int tn = T - t0 < TB ? T - t0 : TB;
+    apan scaled[KCOLS / 256] __attribute__((aligned(64)));   /* the AMX K-quant path's weights */
+    float acc[TB_AMX * 32] __attribute__((aligned(64)));
+    amx = amx && T >= 16;   /* fewer rows: no tile product to make */
+    const int tb = amx ? TB_AMX : TB;
+    if (amx) skv_amx_begin();
+    for (int t0 = 0; t0 < T; t0 += tb) {
+        const int tn = T - t0 < tb ? T - t0 : tb;
         memset(acc, 0, sizeof(float) * 32 * (size_t)tn);
         for (int64_t b0 = 0; b0 < nbt; b0 += nbk) {
             const int nb = (int)(nbt - b0 < nbk ? nbt - b0 : nbk);
@@ -333,7 +323,13 @@ KI void gemm16(int kind, int64_t cols, const uint8_t *w, size_t gb, const uint8_
                 }
             }
             const uint8_t *x = act + (size_t)t0 * ab + (size_t)b0 * yb;
-            for (int a0 = 0; a0 < tn; a0 += 4) {
+            int a0 = 0;
+            if (amx && tn >= 16) {   /* whole groups of 16 rows as AMX tile products, the rest below */
+                for (int i = 0; i < nb; i++) skv_amx_scale_tile(kind == K_Q6K, &tile.k[i], &scaled[i]);
+                a0 = tn / 16 * 16;
+                skv_amx_kq(kind == K_Q6K, a0, nb, tile.k, scaled, x, ab, acc);
+            }
+            for (; a0 < tn; a0 += 4) {
                 const int nt = tn - a0 < 4 ? tn - a0 : 4;
                 const uint8_t *xa = x + (size_t)a0 * ab;
                 float *ac = acc + 32 * a0;
@@ -364,18 +360,20 @@ KI void gemm16(int kind, int64_t cols, const uint8_t *w, size_t gb, const uint8_
     }
 }
 
-#define G16(name, kind)                                                                                           \
+#define G16(name, kind, amx)                                                                                      \
     static void name(int64_t cols, const void *w, size_t gb, const uint8_t *act, size_t ab, int T, float *y,     \
                      int64_t ldy) {                                                                               \
-        gemm16(kind, cols, w, gb, act, ab, T, y, ldy);                                                            \
+        gemm16(kind, amx, cols, w, gb, act, ab, T, y, ldy);                                                       \
     }
-G16(g16_q4k, K_Q4K)
-G16(g16_q6k, K_Q6K)
-G16(g16_q40, K_Q40)
-G16(g16_q41, K_Q41)
-G16(g16_q50, K_Q50)
-G16(g16_q51, K_Q51)
-G16(g16_q80, K_Q80)
+G16(g16_q4k, K_Q4K, 0)
+G16(g16_q6k, K_Q6K, 0)
+G16(g16_q40, K_Q40, 0)
+G16(g16_q41, K_Q41, 0)
+G16(g16_q50, K_Q50, 0)
+G16(g16_q51, K_Q51, 0)
+G16(g16_q80, K_Q80, 0)
+G16(a16_q4k, K_Q4K, 1)
+G16(a16_q6k, K_Q6K, 1)
 
 skv_gemm16_fn skv_gemm16_vnni_for(int type) {
     switch (type) {
@@ -390,8 +388,21 @@ skv_gemm16_fn skv_gemm16_vnni_for(int type) {
     }
 }
 
+/* AMX for the K-quants; the 32-wide types keep the VNNI kernel: their float scale every 32
+ * columns needs a C tile store per block, which made the AMX kernel no faster (Q5_0 1.09x) or
+ * slower (Q8_0 0.8x) than VNNI (one thread, 1536 x 1536, T = 256) */
+skv_gemm16_fn skv_gemm16_amx_for(int type) {
+    switch (type) {
+    case SKV_Q4_K: return a16_q4k;
+    case SKV_Q6_K: return a16_q6k;
+    default: return skv_gemm16_vnni_for(type);
+    }
+}
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
 
-skv_gemm16_fn skv_gemm16_for(int type) { return skv_cpu_vnni() ? skv_gemm16_vnni_for(type) : NULL; }
+skv_gemm16_fn skv_gemm16_for(int type) {
+    return skv_cpu_amx() ? skv_gemm16_amx_for(type) : skv_cpu_vnni() ? skv_gemm16_vnni_for(type) : NULL;
+}
