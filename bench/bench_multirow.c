@@ -29,8 +29,8 @@
 #include <string.h>
 
 void skv_bench_peaks(int threads, double *i8, double *f32) {
-    printf("\n### Compute probe (bench/compute_probe.c; GOP/s, a multiply-add = 2)%s\n\n| instruction | 1 thread | %d thread%s |\n|---|---:|---:|\n",
-           skv_cpu_has_amx_int8() ? " (AMX int8 present, not probed)" : "", threads, threads > 1 ? "s" : "");
+    printf("\n### Compute probe (bench/compute_probe.c; GOP/s, a multiply-add = 2)\n\n| instruction | 1 thread | %d thread%s |\n|---|---:|---:|\n",
+           threads, threads > 1 ? "s" : "");
     *i8 = *f32 = 0;
     for (int k = 0; k < SKV_PEAK_N; k++) {
         if (!skv_peak_supported(k)) { printf("| %s | - | - |\n", skv_peak_name(k)); continue; }

@@ -11,16 +11,15 @@ typedef enum {
     SKV_PEAK_I8_AVX2,   /* int8 vpmaddubsw + vpmaddwd + vpaddd ymm (the AVX2 int8 dot)    */
     SKV_PEAK_I8_VNNI256,/* int8 vpdpbusd ymm (AVX-512 VNNI, VL)                           */
     SKV_PEAK_I8_VNNI512,/* int8 vpdpbusd zmm                                              */
+    SKV_PEAK_I8_AMX,    /* int8 tdpbssd, 16 x 16 x 64 tiles (AMX, where the OS grants it)     */
     SKV_PEAK_N
 } skv_peak_kind;
 
 /* "fp32 FMA ymm" etc. */
 const char *skv_peak_name(skv_peak_kind k);
-/* Whether this CPU runs kind k (cpuid through the compiler's builtins). */
+/* Whether this CPU runs kind k (cpuid through the compiler's builtins; AMX: skv_cpu_amx). */
 int skv_peak_supported(skv_peak_kind k);
 /* Best of 12 runs of ~5 ms; 0 when the kind is not supported. */
 double skv_compute_peak(skv_peak_kind k, int threads);
-/* Whether /proc/cpuinfo lists amx_int8 (AMX tiles: not probed, see compute_probe.c). */
-int skv_cpu_has_amx_int8(void);
 
 #endif
