@@ -18,13 +18,19 @@
  *      `--attention`: the attention rows only.
  *      `--prefill-attention`: a prefill block's attention (256 rows at the end of S = 512 ..
  *      16384 keys, Qwen2.5-1.5B's and 0.5B's head shapes), ms and GFLOP/s.
+ *      `--multirow`: the 16-row multi-row kernels alone (gemm_x8.h: a 1536 x 1536 matrix in
+ *      8-row groups, T = 256 activation rows), VNNI then AMX where the CPU has them,
+ *      alternating, best of 12 rounds of 5 calls: ms and GOP/s (2 x rows x cols x T).
  *      SKV_CPU=avx2 pins the AVX2 kernels where the CPU would use AVX-512 VNNI ones. */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/cpu_caps.h"
+#include "kernels/cpu/gemm_x8.h"
 #include "kernels/cpu/vecdot.h"
 #include "runtime/model/model.h"
 #include "kernels/cpu/attention.h"
@@ -230,6 +236,42 @@ static void bench_attention_prefill(int S, int T, int H, int Hkv, int d) {
     free(k); free(v); free(q); free(o);
 }
 
+/* --multirow: the 16-row kernels over a rows x cols matrix in 8-row groups, T rows */
+static void bench_multirow_kernels(int type) {
+    const int64_t rows = 1536, cols = 1536;
+    const int T = 256;
+    skv_weight W = make_weight(type, rows, cols);
+    const size_t rb = skv_row_bytes(type, cols);
+    uint8_t *x8 = skv_aligned_alloc(rb * rows, "bench x8");
+    for (int64_t g = 0; g < rows / 8; g++) skv_x8_pack_group(type, W.data + g * 8 * rb, x8 + g * 8 * rb, cols);
+    const size_t ab = skv_vec_act_bytes(type, cols);
+    uint8_t *act = skv_aligned_alloc(ab * T, "bench act");
+    float *xf = malloc(sizeof(float) * cols), *y = malloc(sizeof(float) * rows * T);
+    for (int t = 0; t < T; t++) {
+        for (int64_t k = 0; k < cols; k++) xf[k] = frand();
+        skv_vec_quant_act(type, xf, act + t * ab, cols);
+    }
+    const skv_gemm16_fn f[2] = {skv_cpu_vnni() ? skv_gemm16_vnni_for(type) : NULL,
+                                skv_cpu_amx() ? skv_gemm16_amx_for(type) : NULL};
+    double best[2] = {1e30, 1e30};
+    for (int round = 0; round < 12; round++)
+        for (int k = 0; k < 2; k++) {
+            if (!f[k]) continue;
+            const double t0 = skv_now();
+            for (int it = 0; it < 5; it++)
+                for (int64_t r = 0; r < rows; r += 16) f[k](cols, x8 + (r / 8) * rb, 8 * rb, act, ab, T, y + r, rows);
+            const double dt = (skv_now() - t0) / 5;
+            if (dt < best[k]) best[k] = dt;
+        }
+    for (int k = 0; k < 2; k++)
+        if (f[k])
+            printf("multirow %-5s %" PRId64 " x %" PRId64 " T=%d %s: %7.2f ms %7.1f GOP/s\n", skv_type_name(type), rows, cols, T,
+                   k ? "AMX " : "VNNI", best[k] * 1e3, 2.0 * rows * cols * T / best[k] / 1e9);
+        else
+            printf("multirow %-5s %s: not on this CPU (or pinned off by SKV_CPU)\n", skv_type_name(type), k ? "AMX " : "VNNI");
+    free(xf); free(y); free(act); free(x8); free((void *)W.data);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--gemv") == 0) {
         gemv_only = 1;
@@ -238,6 +280,11 @@ int main(int argc, char **argv) {
         gemv_hot = argc > 3 && strcmp(argv[3], "hot") == 0;
     }
     const bool attention_only = argc > 1 && strcmp(argv[1], "--attention") == 0;
+    if (argc > 1 && strcmp(argv[1], "--multirow") == 0) {
+        const int types[] = {SKV_Q4_K, SKV_Q6_K, SKV_Q5_0, SKV_Q8_0};
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) bench_multirow_kernels(types[i]);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "--prefill-attention") == 0) {   /* Qwen2.5-1.5B's and 0.5B's shapes */
         for (int S = 512; S <= 16384; S *= 2) bench_attention_prefill(S, 256, 12, 2, 128);
         bench_attention_prefill(8192, 256, 14, 2, 64);

@@ -9,9 +9,10 @@
  * int32, so the same integers as the VNNI chains, and the float part after it is the VNNI
  * micro-kernels' (gemm_x8_vnni.c) operation for operation: the decode kernel's bits.
  *
- * Measured (Xeon with AMX, Sapphire Rapids class VM, one thread, 1536 x 1536, T = 256, best of
- * 12): Q4_K 3.41-3.48 ms VNNI / 2.12-2.13 AMX, Q6_K 3.66 / 1.99. What is left: the float part
- * (~30 vector instructions per row and super-block) and the tile unpack, ~60 % of the time.
+ * Measured (Xeon with AMX, Sapphire Rapids class VM, one thread, `bench_kernels --multirow`):
+ * Q4_K 3.69-3.82 ms VNNI / 2.38-2.43 AMX, Q6_K 4.16 / 2.15. Of the AMX kernel's time the
+ * products are ~45 % (each 64-column step's B tile load waits for the previous product to
+ * release the register), the float part ~30 %, the tile unpack ~25 % (docs/performance.md).
  * Linux hands out the tile state only to a process that asks (arch_prctl, in cpu_caps.c). */
 #include <immintrin.h>
 #include <stddef.h>
@@ -59,10 +60,11 @@ KI __m512i bc(const void *p) {   /* 4 activation bytes to every lane */
 
 /* ---- K-quants: the scales folded into the weights ----
  * A K-quant's integer part is sum_g sc_g * sum_{k in g} y_k q_k = sum_k y_k (sc_g(k) q_k): with
- * w = sc * q per weight (Q4_K 0 .. 945, Q6_K -8064 .. 8001) split as w = lo + 256 hi (lo the low
- * byte, unsigned; hi = w >> 8, signed: Q4_K 0 .. 3, Q6_K -32 .. 31), the super-block's sum is
- * C_lo + 256 C_hi, two int8 products over the whole 256 columns: four K = 64 tile products
- * each, one C tile store per super-block instead of one per scale group. Exact in int32. */
+ * w = sc * q per weight (Q4_K: 0 .. 945; Q6_K: w = sc * (q - 32), its offset folded in too,
+ * -4064 .. 4096) split as w = lo + 256 hi (lo the low byte, unsigned; hi = w >> 8, signed:
+ * Q4_K 0 .. 3, Q6_K -16 .. 16), the super-block's sum is C_lo + 256 C_hi, two int8 products
+ * over the whole 256 columns: four K = 64 tile products each, one C tile store per super-block
+ * instead of one per scale group. Exact in int32. */
 
 /* one super-block of a kpan as scaled weights (w = lo + 256 hi), chunk c of 4 weights as kpan.
  * In 16-bit lanes: the even bytes' w = (q & 255) * sc and the odd bytes' (q >> 8) * sc; lo
@@ -70,14 +72,15 @@ KI __m512i bc(const void *p) {   /* 4 activation bytes to every lane */
  * place, so no byte packing across lanes. */
 void skv_amx_scale_tile(int q6, const kpan *p, apan *o) {
     const __m512i m00ff = _mm512_set1_epi16(0x00ff);
+    const __m512i off = _mm512_set1_epi16(q6 ? 32 : 0);   /* Q6_K's -32 folded in as well */
     const int per = q6 ? 4 : 8;   /* chunks a scale group */
     for (int g = 0; g < 64 / per; g++) {
         const __m512i sc = LD(p->sc[g]);   /* the lane's scale in both of its words */
         const __m512i scw = _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc, 16));
         for (int c = per * g; c < per * (g + 1); c++) {
             const __m512i q = LD(p->q[c]);
-            const __m512i we = _mm512_mullo_epi16(_mm512_and_si512(q, m00ff), scw);
-            const __m512i wo = _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), scw);
+            const __m512i we = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_and_si512(q, m00ff), off), scw);
+            const __m512i wo = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_srli_epi16(q, 8), off), scw);
             /* 0xE4 = (a & c) | (b & ~c): a's bits where c is set, else b's */
             _mm512_store_si512(o->lo[c], _mm512_ternarylogic_epi32(we, _mm512_slli_epi16(wo, 8), m00ff, 0xE4));
             _mm512_store_si512(o->hi[c], _mm512_ternarylogic_epi32(_mm512_srli_epi16(we, 8), wo, m00ff, 0xE4));
@@ -95,12 +98,8 @@ KI void kq_float4(int q6, int i, int a0, const kpan *p, const int32_t (*clo)[16]
         const block_q8_K *y = (const block_q8_K *)(const void *)(x + a * ab) + i;
         const __m512 dy = _mm512_set1_ps(y->d);
         float *A = acc + 32 * a;
-        if (q6) {   /* kq6k's float part */
-            __m512i off = _mm512_setzero_si512();
-            #pragma GCC unroll 8
-            for (int q = 0; q < 8; q++) off = _mm512_dpwssd_epi32(off, LD(p->pr[q]), bc(y->bsums + 2 * q));
-            const __m512i tot = _mm512_sub_epi32(si, _mm512_slli_epi32(off, 5));
-            _mm512_storeu_ps(A, _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(tot), _mm512_loadu_ps(A)));
+        if (q6) {   /* kq6k's float part: its tot = sumi - 32 * off is si, the -32 being in w */
+            _mm512_storeu_ps(A, _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(si), _mm512_loadu_ps(A)));
         } else {    /* kq4k's */
             int16_t bs[8];
             _mm_storeu_si128((__m128i *)bs, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums),

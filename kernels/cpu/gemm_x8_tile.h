@@ -27,8 +27,8 @@ typedef struct {
 } wpan;
 typedef union { kpan k[KCOLS / 256]; wpan w[KCOLS / 32]; } tile_buf;
 
-/* a K-quant super-block's weights with the scales folded in (gemm_x8_amx.c): w = sc * q =
- * lo + 256 hi, chunk c of 4 weights as in kpan */
+/* a K-quant super-block's weights with the scales folded in (gemm_x8_amx.c): w = sc * q
+ * (Q6_K: sc * (q - 32)) = lo + 256 hi, chunk c of 4 weights as in kpan */
 typedef struct {
     uint8_t lo[64][64];
     int8_t hi[64][64];
