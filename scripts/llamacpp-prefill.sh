@@ -7,6 +7,9 @@
 # llama-cpp-python sdist on PyPI vendors one under vendor/llama.cpp):
 #   cmake -B build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_NATIVE=ON
 #   cmake --build build -j2 --target llama-bench
+# (on a CPU with AMX and GCC 12, llama.cpp's AMX path dies with SIGILL: GCC drops the stores to
+# the local tile configuration in ggml-cpu/amx/mmq.cpp's ggml_tile_config_init; an empty asm
+# with a "memory" clobber before its _tile_loadconfig fixes it: docs/performance.md)
 # then: LLAMA_BIN=/path/to/llama.cpp/build/bin scripts/llamacpp-prefill.sh
 # Environment: LLAMA_BIN (required), PREFILL_THREADS (default: OMP_NUM_THREADS or 2),
 # PREFILL_TOKENS ("512 4096"), PREFILL_MODELS (the Qwen pair), PREFILL_REPS (2).
