@@ -9,6 +9,7 @@
 #include "compute_probe.h"
 #include "common/util.h"
 #include "kernels/cpu/cpu_caps.h"
+#include "kernels/cpu/gemm_x8_tile.h"
 #include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
@@ -103,19 +104,13 @@ __attribute__((target("avx512f,avx512vnni"))) static double run_vnni512(long ite
     return 2.0 * 64 * CHAINS * (double)iters;
 }
 
-/* int8 AMX: tdpbssd into 4 C tiles from 2 A and 2 B tiles, 16 x 16 x 64 multiply-adds each */
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} probe_tilecfg;
-static const probe_tilecfg amx_cfg __attribute__((aligned(64))) = {
-    .palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64, 64}, .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
-
+/* int8 AMX: tdpbssd into 4 C tiles from 2 A and 2 B tiles, 16 x 16 x 64 multiply-adds each,
+ * in the kernels' tile configuration (skv_amx_begin: every tile 16 x 64 bytes, loaded once per
+ * thread and kept, so the tiles are not released here) */
 __attribute__((target("amx-tile,amx-int8"))) static double run_amx(long iters) {
     static const int8_t src[16 * 64] __attribute__((aligned(64))) = {1};
     int32_t out[16 * 16] __attribute__((aligned(64)));
-    _tile_loadconfig(&amx_cfg);
+    skv_amx_begin();
     _tile_loadd(4, src, 64);
     _tile_loadd(5, src, 64);
     _tile_loadd(6, src, 64);
@@ -132,7 +127,6 @@ __attribute__((target("amx-tile,amx-int8"))) static double run_amx(long iters) {
         _tile_dpbssd(3, 5, 7);
     }
     _tile_stored(0, out, 64);
-    _tile_release();
     sink += out[0];
     return 2.0 * 16 * 16 * 64 * 4 * (double)n;
 }

@@ -11,13 +11,23 @@
 #include "cpu_caps.h"
 
 /* SKV_CPU: 0 avx2, 1 vnni, 2 auto (everything the machine has) */
-static int cpu_level(void) {
+static int read_level(void) {
     const char *e = getenv("SKV_CPU");
     if (!e || !*e || strcmp(e, "auto") == 0) return 2;
     if (strcmp(e, "avx2") == 0) return 0;
     if (strcmp(e, "vnni") == 0) return 1;
     fprintf(stderr, "smallkv: SKV_CPU=%s is not one of auto, vnni, avx2; using auto\n", e);
     return 2;
+}
+
+static int cpu_level(void) {   /* read once: both detections ask, the warning prints once */
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = read_level();
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
 }
 
 static bool detect_vnni(void) {

@@ -302,7 +302,7 @@ KI void gemm16(int kind, int amx, int64_t cols, const uint8_t *w, size_t gb, con
     tile_buf tile __attribute__((aligned(64)));
     apan scaled[KCOLS / 256] __attribute__((aligned(64)));   /* the AMX K-quant path's weights */
     float acc[TB_AMX * 32] __attribute__((aligned(64)));
-    amx = amx && T >= 16;   /* fewer rows: no tile product to make */
+    amx = amx && kq && T >= 16;   /* AMX: the K-quants' tiles, and 16 rows or more to make a tile product */
     const int tb = amx ? TB_AMX : TB;
     if (amx) skv_amx_begin();
     for (int t0 = 0; t0 < T; t0 += tb) {
