@@ -146,9 +146,11 @@ slmkv-heldout-cells:
 	$(EQMEM) --policies quest --budgets 0.165
 	$(EQMEM) --policies h2o --budgets 0.227
 	$(EQMEM) --policies smallkv:slmkv=q8 --budgets 0.1
-	$(EQMEM) --policies quest,h2o --budgets 0.255,0.317
+	$(EQMEM) --policies quest --budgets 0.255
+	$(EQMEM) --policies h2o --budgets 0.317
 	$(EQMEM) --policies smallkv:slmkv=k8v4 --budgets 0.35
-	$(EQMEM) --policies quest,h2o --budgets 0.45,0.518
+	$(EQMEM) --policies quest --budgets 0.45
+	$(EQMEM) --policies h2o --budgets 0.518
 
 # Long contexts (issue 43; docs/lab/long-context-tasks.md): RULER-style needles, one key and
 # four keys with one asked, at 10 % hot; NIAH_LENGTHS=4096 for the shorter half (a 4K unit
