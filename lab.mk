@@ -54,7 +54,7 @@ QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --thr
 EVAL_GEMM    ?= float
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED) --gemm $(EVAL_GEMM)
 
-.PHONY: eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-paper-rebuttal eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
+.PHONY: eval-slmkv-12pct eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-paper-rebuttal eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -151,6 +151,34 @@ slmkv-heldout-cells:
 	$(EQMEM) --policies smallkv:slmkv=k8v4 --budgets 0.35
 	$(EQMEM) --policies quest --budgets 0.45
 	$(EQMEM) --policies h2o --budgets 0.518
+
+# the fourth total, ~12 % of the full cache (docs/results.md section 16), int8 prefill (every
+# cell of this point): the SLM cut to 6 / 8 / 12 layers with a q4 cache at 5 % hot (eval depth
+# also runs the whole SLM as its reference), one cut to 16 layers at 2.7 % hot and the 12-layer
+# one with the critical-heavy split (profiles from mapgen --max-depth), Quest with pages of
+# 16 / 32 / 64 and H2O at the same totals, chosen on documents 0-3; then the chosen cells on
+# documents 4-7; resumable
+EQ12_FID = OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) --threads $(EVAL_THREADS) --gemm int8
+EQ12_DOCS = --tokens 768 --prefill 512 --corpora wikitext2,multi_news,pg-essays --batch 16
+EQ12_WORK = $(BUILD)/profiles-work
+eval-slmkv-12pct: $(SKV) | data
+	@mkdir -p results $(EQ12_WORK)
+	$(EQ12_FID) --profile $(QWEN_PROF) depth --slm-depths 6,8,12 --policies smallkv:slmkv=q4 --budgets 0.05 \
+	  $(EQ12_DOCS) --limit 4 -o results/qwen-equal-memory-depth.json
+	$(BUILD)/bin/mapgen profiles/qwen2.5-coder-0.5b-1.5b.wikitext2.calib profiles/qwen2.5-coder-0.5b-1.5b.pg-essays.calib \
+	  --max-depth 16 -q -o $(EQ12_WORK)/qwen-d16.skvprof
+	$(BUILD)/bin/mapgen profiles/qwen2.5-coder-0.5b-1.5b.wikitext2.calib profiles/qwen2.5-coder-0.5b-1.5b.pg-essays.calib \
+	  --max-depth 12 -q -o $(EQ12_WORK)/qwen-d12.skvprof
+	$(EQ12_FID) --profile $(EQ12_WORK)/qwen-d16.skvprof fidelity --policies smallkv:slmkv=q4 --budgets 0.027 \
+	  $(EQ12_DOCS) --limit 4 -o results/qwen-equal-memory-12pct-b.json
+	$(EQ12_FID) --profile $(EQ12_WORK)/qwen-d12.skvprof fidelity --policies smallkv:slmkv=q4:split=small --budgets 0.05 \
+	  $(EQ12_DOCS) --limit 4 -o results/qwen-equal-memory-12pct-b.json
+	$(EQ12_FID) fidelity --policies quest --budgets 0.053 $(EQ12_DOCS) --limit 8 -o results/qwen-equal-memory-12pct.json
+	$(EQ12_FID) fidelity --policies h2o --budgets 0.116 $(EQ12_DOCS) --limit 8 -o results/qwen-equal-memory-12pct.json
+	$(EQ12_FID) fidelity --policies quest:page=32 --budgets 0.085,0.196 $(EQ12_DOCS) --limit 4 -o results/qwen-equal-memory-12pct.json
+	$(EQ12_FID) fidelity --policies quest:page=64 --budgets 0.1,0.211 $(EQ12_DOCS) --limit 4 -o results/qwen-equal-memory-12pct.json
+	$(EQ12_FID) --profile $(QWEN_PROF) depth --slm-depths 12 --policies smallkv:slmkv=q4 --budgets 0.05 \
+	  $(EQ12_DOCS) --limit 8 -o results/qwen-equal-memory-depth.json
 
 # Long contexts (issue 43; docs/lab/long-context-tasks.md): RULER-style needles, one key and
 # four keys with one asked, at 10 % hot; NIAH_LENGTHS=4096 for the shorter half (a 4K unit

@@ -4,7 +4,9 @@ records, with a 95 % percentile bootstrap interval over units (the report's "vs 
 does this against the full cache only): accuracy points for gsm8k, bbh and passkey; mean KL
 (nats, each document's mean over its steps) for fidelity.
 
-usage: scripts/paired-diff.py RESULTS.json [...] [--task gsm8k] [--budget B] [--corpus C] A B [B ...]
+usage: scripts/paired-diff.py RESULTS.json [...] [--task gsm8k] [--budget B] [--corpus C] [--docs LO-HI] A B [B ...]
+  --task: one task, or fidelity,depth (an `eval depth` cell is a fidelity cell at one SLM depth)
+  --docs: fidelity: documents LO..HI of each corpus only (e.g. 4-7, the held-out ones)
   A, B: policy labels as the records name them (e.g. smallkv:renorm:profile:score=now, quest),
         or LABEL@BUDGET for a cell at its own budget (e.g. quest@0.51)
 prints one line per B: units in common, A - B, [2.5 %, 97.5 %] of 10000 resamples.
@@ -18,6 +20,7 @@ def main():
     ap.add_argument("--task", default="gsm8k")
     ap.add_argument("--budget", type=float, default=None, help="compressed cells at this budget (full: any)")
     ap.add_argument("--corpus", default=None, help="fidelity: this corpus only")
+    ap.add_argument("--docs", default=None, help="fidelity: documents LO-HI of each corpus only")
     ap.add_argument("--pair", nargs="+", required=True, metavar="LABEL", help="A B [B ...]")
     ap.add_argument("--resamples", type=int, default=10000)
     args = ap.parse_args()
@@ -30,16 +33,28 @@ def main():
             recs += json.load(open(path))["records"]
         except (OSError, ValueError, KeyError) as e:
             sys.exit(f"paired-diff: {path}: {e}")
-    fid = args.task == "fidelity"
+    tasks = set(args.task.split(","))
+    fid = tasks <= {"fidelity", "depth"}
+    if len(tasks) > 1 and not fid:
+        sys.exit("paired-diff: several tasks only as fidelity,depth")
+    docs = None
+    if args.docs:
+        lo, _, hi = args.docs.partition("-")
+        try:
+            docs = range(int(lo), int(hi or lo) + 1)
+        except ValueError:
+            sys.exit(f"paired-diff: bad --docs '{args.docs}' (LO-HI)")
     wanted = {}   # label -> budget it asks for (None: any / --budget)
     for p in args.pair:
         name, _, b = p.partition("@")
         wanted[p] = (name, float(b) if b else None)
     by = {}
     for r in recs:
-        if r.get("task") != args.task:
+        if r.get("task") not in tasks:
             continue
         if fid and args.corpus and r["unit"].get("corpus") != args.corpus:
+            continue
+        if fid and docs is not None and r["unit"].get("doc") not in docs:
             continue
         unit = json.dumps(r["unit"], sort_keys=True)
         val = r["metrics"]["kl_mean"] if fid else (1 if r["metrics"]["correct"] else 0)

@@ -252,9 +252,11 @@ const skv_policy_desc skv_policy_quest = {
              "plus the page being written. The page bounds sit beside the hot tier and count as hot "
              "bytes, whatever the budget.",
     .choose = "A query-aware retrieval method that needs no second model: at equal total device memory "
-              "it is closer to the full cache than SmallKV (docs/results.md sections 11 and 15). At the "
+              "it is closer to the full cache than SmallKV with an fp16 SLM cache (docs/results.md "
+              "sections 11 and 15) and level with SmallKV with an 8-bit one (~32 %, section 16). At the "
               "same hot budget SmallKV `score=now` is ahead of it (sections 11 and 12), and at very "
-              "small budgets its pages cost it (GSM8K at 5 %: 0 of 100, section 12).",
+              "small budgets its pages cost it (GSM8K at 5 %: 0 of 100, section 12; ~12 % of the full "
+              "cache in total: behind SmallKV and H2O, section 16).",
     .caps = SKV_POLICY_COLD_TIER | SKV_POLICY_QUERY,
     .opts = quest_opt_table,
     .n_opts = 1,
