@@ -179,6 +179,8 @@ eval-slmkv-12pct: $(SKV) | data
 	$(EQ12_FID) fidelity --policies quest:page=64 --budgets 0.1,0.211 $(EQ12_DOCS) --limit 4 -o results/qwen-equal-memory-12pct.json
 	$(EQ12_FID) --profile $(QWEN_PROF) depth --slm-depths 12 --policies smallkv:slmkv=q4 --budgets 0.05 \
 	  $(EQ12_DOCS) --limit 8 -o results/qwen-equal-memory-depth.json
+	$(EQ12_FID) --profile $(EQ12_WORK)/qwen-d12.skvprof fidelity --policies smallkv:slmkv=q4:split=small --budgets 0.05 \
+	  $(EQ12_DOCS) --limit 8 -o results/qwen-equal-memory-12pct-b.json
 
 # Long contexts (issue 43; docs/lab/long-context-tasks.md): RULER-style needles, one key and
 # four keys with one asked, at 10 % hot; NIAH_LENGTHS=4096 for the shorter half (a 4K unit
