@@ -9,7 +9,10 @@
  * so a least-squares line through the block times, t_k = a + b k, puts a x blocks on the
  * matrices and the rest on attention (an estimate; noise moves it a few points).
  *   build/bin/bench_prefill MODEL [--tokens 512,4096] [--threads N] [--reps R] [--block B]
- *                               [--gemm int8|float]
+ *                               [--gemm int8|float] [--attn exact|bf16|both]
+ * --attn both runs each length with the exact and the opt-in bf16 prefill attention
+ * (kernels/cpu/attention_bf16.h) in turn, rep by rep, so the two rows share the machine's
+ * moment; bf16 rows say "exact" where the CPU lacks AMX-BF16.
  * scripts/llamacpp-prefill.sh runs it beside llama.cpp's llama-bench on the same file. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,8 @@
 #include <sys/resource.h>
 #include <omp.h>
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/attention_bf16.h"
+#include "kernels/cpu/cpu_caps.h"
 #include "runtime/engine/forward.h"
 #include "runtime/model/model.h"
 #include "common/util.h"
@@ -24,12 +29,14 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: bench_prefill MODEL [--tokens 512,4096] [--threads N] [--reps R] [--block B] [--gemm int8|float]\n"
+               "                     [--attn exact|bf16|both]\n"
                "  time to first token: a prompt of each length prefilled in blocks of B rows (default 256,\n"
-               "  as a session does), best of R runs (default 2)\n");
+               "  as a session does), best of R runs (default 2); --attn: the prefill attention (default\n"
+               "  exact; both: the two in turn, one row each)\n");
 }
 
 int main(int argc, char **argv) {
-    const char *path = NULL, *lens = "512,4096", *gemm = "int8";
+    const char *path = NULL, *lens = "512,4096", *gemm = "int8", *attn = "exact";
     int threads = 0, reps = 2, block = 256;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -39,17 +46,22 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(a, "--reps")) reps = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(a, "--gemm")) gemm = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--block")) block = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(a, "--attn")) attn = argv[++i];
         else if (a[0] != '-' && !path) path = a;
         else { usage(stderr); return 2; }
     }
-    if (!path || reps < 1 || block < 1 || (strcmp(gemm, "int8") && strcmp(gemm, "float"))) { usage(stderr); return 2; }
+    const bool both = !strcmp(attn, "both");
+    if (!path || reps < 1 || block < 1 || (strcmp(gemm, "int8") && strcmp(gemm, "float")) ||
+        (!both && skv_attention_prefill_mode_parse(attn) < 0)) { usage(stderr); return 2; }
+    const int n_modes = both ? 2 : 1;
+    const int modes[2] = {both ? SKV_PREFILL_ATTN_EXACT : skv_attention_prefill_mode_parse(attn), SKV_PREFILL_ATTN_BF16};
     if (threads > 0) omp_set_num_threads(threads);
     skv_matmul_set_gemm_mode(strcmp(gemm, "float") ? SKV_GEMM_INT8_ALL : SKV_GEMM_MULTIROW);
     skv_model *m = skv_model_load(path);
     if (!m) { fprintf(stderr, "bench_prefill: %s\n", skv_last_error()); return 1; }
     const double P = bench_matrix_params(m);
-    printf("| model | threads | prefill | tokens | seconds | tok/s | matrix GFLOP/s | attention share | peak RSS MiB |\n"
-           "|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    printf("| model | threads | prefill | attention | tokens | seconds | tok/s | matrix GFLOP/s | attention share | peak RSS MiB |\n"
+           "|---|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
     const char *p = lens;
     int rc = 0;
     while (*p && !rc) {
@@ -66,7 +78,7 @@ int main(int argc, char **argv) {
         const int B = block < T ? block : (int)T, nb = (int)((T + B - 1) / B);
         skv_state *s = skv_state_new(m, (int)T + 8, B, true);
         int *toks = malloc(sizeof(int) * (size_t)T);
-        double *bt = malloc(sizeof(double) * (size_t)nb), *best_bt = malloc(sizeof(double) * (size_t)nb);
+        double *bt = malloc(sizeof(double) * (size_t)nb), *best_bt = malloc(sizeof(double) * (size_t)nb * 2);
         if (!s || !toks || !bt || !best_bt) {
             fprintf(stderr, "bench_prefill: %ld tokens: %s\n", T, s ? "out of memory" : skv_last_error());
             skv_state_free(s);
@@ -75,8 +87,10 @@ int main(int argc, char **argv) {
             break;
         }
         for (long i = 0; i < T; i++) toks[i] = (int)((1000 + i * 7919) % m->cfg.vocab);
-        double best = 1e30;
-        for (int r = 0; r < reps && !rc; r++) {
+        double bests[2] = {1e30, 1e30};
+        for (int r = 0; r < reps && !rc; r++)
+          for (int mi = 0; mi < n_modes && !rc; mi++) {
+            skv_attention_set_prefill_mode(modes[mi]);
             skv_state_reset(s);
             const double t0 = skv_now();
             for (int k = 0; k < nb && !rc; k++) {
@@ -90,14 +104,18 @@ int main(int argc, char **argv) {
                 bt[k] = skv_now() - tb;
             }
             const double dt = skv_now() - t0;
-            if (dt < best) { best = dt; memcpy(best_bt, bt, sizeof(double) * (size_t)nb); }
-        }
+            if (dt < bests[mi]) { bests[mi] = dt; memcpy(best_bt + (size_t)mi * nb, bt, sizeof(double) * (size_t)nb); }
+          }
+        for (int mi = 0; mi < n_modes && !rc; mi++) {
+        const double best = bests[mi];
+        const double *bbt = best_bt + (size_t)mi * nb;
+        const char *aname = modes[mi] == SKV_PREFILL_ATTN_BF16 && skv_cpu_amx_bf16() ? "bf16" : "exact";
         /* t_k = a + b k over the whole blocks (the last may be short): a x nb on the matrices */
         double share = -1;
         const int nf = (int)(T / B);
         if (nf >= 4) {
             double sk = 0, st = 0, skk = 0, skt = 0;
-            for (int k = 0; k < nf; k++) { sk += k; st += best_bt[k]; skk += (double)k * k; skt += k * best_bt[k]; }
+            for (int k = 0; k < nf; k++) { sk += k; st += bbt[k]; skk += (double)k * k; skt += k * bbt[k]; }
             const double slope = (nf * skt - sk * st) / (nf * skk - sk * sk), icpt = (st - slope * sk) / nf;
             share = 1 - icpt * ((double)T / B) / best;
             if (share < 0) share = 0;
@@ -107,9 +125,10 @@ int main(int argc, char **argv) {
         char sh[16] = "-";   /* fewer than 4 whole blocks: no line to fit */
         if (share >= 0) snprintf(sh, sizeof sh, "%.0f %%", 100 * share);
         if (!rc)
-            printf("| %s | %d | %s | %ld | %.2f | %.1f | %.1f | %s | %.0f |\n", m->name, omp_get_max_threads(), gemm, T,
-                   best, T / best, 2.0 * P * T / best / 1e9, sh, ru.ru_maxrss / 1024.0);
+            printf("| %s | %d | %s | %s | %ld | %.2f | %.1f | %.1f | %s | %.0f |\n", m->name, omp_get_max_threads(), gemm,
+                   aname, T, best, T / best, 2.0 * P * T / best / 1e9, sh, ru.ru_maxrss / 1024.0);
         fflush(stdout);
+        }
         skv_state_free(s);
         free(toks); free(bt); free(best_bt);
     }

@@ -231,6 +231,21 @@ const char *smallkv_session_device(const smallkv_session *s);
  * arrives as decode steps over an already compressed context. */
 void smallkv_stats_reset(smallkv_session *s);
 
+/* ---- process-wide settings ---- */
+
+/* How a prefill's attention runs on the CPU, for every session of the process:
+ *   "exact" (default)  fp32 arithmetic on the fp16 cache: each prompt row gets a decode step's bits
+ *   "bf16"             opt-in, for long prompts (time to first token): Q K^T and P V as bf16
+ *                      tile products with an online softmax (AMX-BF16), 4-6x faster attention;
+ *                      prompt rows no longer equal decode steps (perplexity moves by < 0.1 %
+ *                      on the models we ship; docs/performance.md). Short blocks (speculative
+ *                      verify passes, batched decode), accumulated-score requests (H2O-style
+ *                      policies' prefill) and CPUs without AMX-BF16 keep the exact kernel.
+ * 0, or -1 + error for another name. Env SKV_PREFILL_ATTN sets the default. */
+int smallkv_set_prefill_attention(const char *mode);
+/* what a long prefill runs now: "bf16" only when set and the CPU has AMX-BF16, else "exact" */
+const char *smallkv_prefill_attention(void);
+
 /* ---- whole-file tools ---- */
 
 /* A model's configuration, weight storage (types, bytes, decode layouts) and KV bytes per

@@ -12,7 +12,8 @@
 # with a "memory" clobber before its _tile_loadconfig fixes it: docs/performance.md)
 # then: LLAMA_BIN=/path/to/llama.cpp/build/bin scripts/llamacpp-prefill.sh
 # Environment: LLAMA_BIN (required), PREFILL_THREADS (default: OMP_NUM_THREADS or 2),
-# PREFILL_TOKENS ("512 4096"), PREFILL_MODELS (the Qwen pair), PREFILL_REPS (2).
+# PREFILL_TOKENS ("512 4096"), PREFILL_MODELS (the Qwen pair), PREFILL_REPS (2), PREFILL_ATTN
+# (our prefill attention: exact, the default, or bf16, the opt-in AMX-BF16 kernel).
 # Prints a markdown table: tokens/s of ours (both runs), llama.cpp's, and ours / llama.cpp's
 # (the better of ours).
 set -euo pipefail
@@ -22,18 +23,19 @@ T=${PREFILL_THREADS:-${OMP_NUM_THREADS:-2}}
 LENS=${PREFILL_TOKENS:-"512 4096"}
 MODELS=${PREFILL_MODELS:-"models/qwen2.5-coder-0.5b.gguf models/qwen2.5-coder-1.5b.gguf"}
 R=${PREFILL_REPS:-2}
+ATTN=${PREFILL_ATTN:-exact}
 OURS=build/bin/bench_prefill
 for f in $MODELS "$LLAMA_BIN/llama-bench" $OURS; do
     [ -e "$f" ] || { echo "llamacpp-prefill: $f missing (models: make models; ours: make)" >&2; exit 2; }
 done
 ours() {   # model tokens -> tok/s
-    "$OURS" "$1" --tokens "$2" --threads $T --reps $R | awk -F'|' 'NR > 2 { gsub(/ /, "", $7); print $7 }'
+    "$OURS" "$1" --tokens "$2" --threads $T --reps $R --attn "$ATTN" | awk -F'|' 'NR > 2 { gsub(/ /, "", $8); print $8 }'
 }
 theirs() {   # model tokens -> tok/s (llama-bench's csv: avg_ts is the next-to-last field)
     "$LLAMA_BIN/llama-bench" -m "$1" -t $T -p "$2" -n 0 -r $R -o csv 2>/dev/null | tail -1 |
         awk -F, '{ gsub(/"/, "", $0); print $(NF-1) }'
 }
-echo "llamacpp-prefill: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $T threads," \
+echo "llamacpp-prefill: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $T threads, our attention $ATTN," \
      "$(git rev-parse --short HEAD), llama.cpp $(cd "$LLAMA_BIN" && git rev-parse --short HEAD 2>/dev/null || echo '(no git)')"
 echo
 echo "| model | tokens | ours tok/s (run 1, run 2) | llama.cpp tok/s | ours / llama.cpp |"

@@ -198,6 +198,12 @@ static void test_usage(void **st) {
     assert_non_null(strstr(out, "unknown option '--bogus'"));
     assert_int_equal(run(out, sizeof out, "generate --llm x"), 2);
     assert_int_equal(run(out, sizeof out, "generate --llm x --prompt hi -n"), 2);
+    /* the prefill attention mode: a bad name is a usage error in every command that takes it */
+    assert_int_equal(run(out, sizeof out, "generate --llm x --prompt hi --prefill-attn fp8"), 2);
+    assert_non_null(strstr(out, "'fp8' is not exact or bf16"));
+    assert_int_equal(run(out, sizeof out, "ppl x y --prefill-attn"), 2);
+    assert_int_equal(run(out, sizeof out, "serve --prefill-attn half"), 2);
+    assert_int_equal(run(out, sizeof out, "eval --llm x --prefill-attn half passkey -o /tmp/x.json"), 2);
     assert_int_equal(run(out, sizeof out, "generate --help"), 0);
     assert_non_null(strstr(out, "--context FILE"));
     assert_int_equal(run(out, sizeof out, "profile --help"), 0);

@@ -4,7 +4,8 @@
  * Every row of the usual shapes (d a multiple of 8 up to 256) runs the grouped decode kernel
  * below (dec_tasks); a prefill runs its rows in blocks of 8 that share each key chunk
  * (dec_block), with each row's arithmetic a decode step's, so a prefill row has a decode step's
- * bits. The general path, for the other shapes:
+ * bits (unless the opt-in bf16 prefill attention, attention_bf16.h, takes the block's rows
+ * first: long blocks without colsum, on CPUs with AMX-BF16). The general path, for the other shapes:
  * one task = one (query head h, query row t): scores s[k] = q.K[k] / sqrt(d) for keys
  * k <= pos0 + t (kv head h / (H/Hkv)), softmax, out = sum_k A[k] V[k]. Each thread owns one
  * score row of S = pos0 + T floats; the (T x S) matrix never exists.
@@ -17,6 +18,7 @@
 #include "attention.h"
 #include "simd_math.h"
 #include "kvquant.h"
+#include "attention_bf16.h"
 #include "common/util.h"
 #include <immintrin.h>
 #include <math.h>
@@ -575,11 +577,6 @@ static void dec_block(float *out, const float *q, void *kc, void *vc, const skv_
         }
 }
 
-/* A prefill: its rows in blocks (dec_block), in order. */
-static void dec_rows(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws) {
-    for (int t0 = 0; t0 < a->T; t0 += DEC_BLOCK_ROWS) dec_block(out, q, kc, vc, a, t0, ws);
-}
-
 size_t skv_attn_row_bytes(const skv_attn_args *a, bool v) {
     const int bits = v ? a->v_bits : a->k_bits;
     return bits ? skv_kvq_row_bytes(a->d, bits) : (size_t)a->d * (a->kv_f16 ? 2 : 4);
@@ -591,7 +588,9 @@ size_t skv_attention_ws_floats(const skv_attn_args *a, int nth) {
     const size_t general = (size_t)nth * (S + 8);
     if (!dec_shapes(a)) return general;
     const size_t dec = a->T == 1 ? dec_ws_floats(a->H, a->d, S) : blk_ws_floats(a->T, a->H, a->d, S);
-    return dec > general ? dec : general;
+    const size_t bf = skv_attn_bf16_ws_floats(a, nth);   /* used before the exact rows, not beside them */
+    const size_t mx = dec > general ? dec : general;
+    return bf > mx ? bf : mx;
 }
 
 static void attn_any(float *out, const float *q, void *kc, void *vc, const skv_attn_args *a, float *ws) {
@@ -604,7 +603,9 @@ static void attn_any(float *out, const float *q, void *kc, void *vc, const skv_a
         return;
     }
     if (!a->knew && dec_shapes(a)) {
-        dec_rows(out, q, kc, vc, a, ws);
+        const int nb = skv_attn_bf16_rows(a);   /* 0 unless the opt-in bf16 mode takes rows */
+        if (nb > 0) skv_attn_bf16_team(out, q, kc, vc, a, nb, ws);
+        for (int t0 = nb; t0 < a->T; t0 += DEC_BLOCK_ROWS) dec_block(out, q, kc, vc, a, t0, ws);
         return;
     }
     if (a->knew) {

@@ -75,3 +75,10 @@ bool skv_cpu_amx(void) {
     }
     return v;
 }
+
+bool skv_cpu_amx_bf16(void) {
+    if (!skv_cpu_amx()) return false;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 22 & 1)) return false;   /* AMX-BF16 */
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);                /* AVX512-BF16 */
+}

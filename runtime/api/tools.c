@@ -1,14 +1,26 @@
 /* tools.c: the public API's whole-file tools (include/smallkv.h): a model's description
  * (`smallkv info`), a profile's (`smallkv profile show`), and the perplexity of a text
- * file on a backend (`smallkv ppl`). */
+ * file on a backend (`smallkv ppl`); the process-wide prefill attention mode. */
 #include "api.h"
 #include "kernels/cpu/cpu_caps.h"
+#include "kernels/cpu/attention_bf16.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+int smallkv_set_prefill_attention(const char *mode) {
+    const int m = skv_attention_prefill_mode_parse(mode);
+    if (m < 0) return skv_error("prefill attention '%s': expected exact or bf16", mode ? mode : "(null)");
+    skv_attention_set_prefill_mode(m);
+    return 0;
+}
+
+const char *smallkv_prefill_attention(void) {
+    return skv_attention_prefill_mode() == SKV_PREFILL_ATTN_BF16 && skv_cpu_amx_bf16() ? "bf16" : "exact";
+}
 
 typedef struct { int count; size_t bytes; } type_stat;
 

@@ -63,6 +63,18 @@ int cli_fail(const char *context) {
     return CLI_ERR;
 }
 
+bool cli_prefill_attn(int argc, char **argv, int *i) {
+    const char *v;
+    if (!cli_str(argc, argv, i, &v)) return false;
+    if (smallkv_set_prefill_attention(v) != 0) {
+        fprintf(stderr, "smallkv: option --prefill-attn: '%s' is not exact or bf16\n", v);
+        return false;
+    }
+    if (!strcmp(v, "bf16") && strcmp(smallkv_prefill_attention(), "bf16"))
+        fprintf(stderr, "smallkv: --prefill-attn bf16 needs AMX-BF16, which this CPU lacks: exact attention runs\n");
+    return true;
+}
+
 void cli_set_threads(int n) {
     if (n > 0) omp_set_num_threads(n);
 }

@@ -28,6 +28,10 @@ bool cli_is_help(const char *a);
 int cli_usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print "smallkv: <skv_last_error()>" (with an optional context prefix); returns CLI_ERR. */
 int cli_fail(const char *context);
+/* --prefill-attn exact|bf16: sets the process-wide mode (smallkv_set_prefill_attention); with
+ * bf16 on a CPU without AMX-BF16 a note on stderr says the exact kernel runs. false on a bad
+ * value (reason printed). */
+bool cli_prefill_attn(int argc, char **argv, int *i);
 /* omp_set_num_threads(n) when n > 0 (default: all cores). */
 void cli_set_threads(int n);
 

@@ -71,6 +71,8 @@ static const char *EVAL_USAGE =
     "  --gemm int8|float    multi-row products (prefill) on the CPU: int8 (default: each prompt\n"
     "                       row gets a decode step's bits) or float (dequantised weights, the\n"
     "                       arithmetic of records from before int8 prefill); records say which\n"
+    "  --prefill-attn M     exact (default) or bf16 (AMX-BF16 tile products for long prompts;\n"
+    "                       records made with it carry attn=bf16 in their key)\n"
     "  --budget-base B      length (default): of the current length at every step; prompt: of\n"
     "                       the prompt length at the first compression, fixed (H2O's code)\n"
     "  --limit N            units per task: documents per corpus (fidelity, calibration; default 1),\n"
@@ -286,15 +288,18 @@ static double cell_budget(const skv_eval_pol *p, double budget) {
  * int8 record names it in its key and a float one keeps the old key */
 static bool gemm_int8(const eval_cfg *c) { return !strcmp(c->device, "cpu") && skv_matmul_gemm_mode() == SKV_GEMM_INT8_ALL; }
 
+/* the opt-in bf16 prefill attention, where it runs: named in the key (exact keeps old keys) */
+static bool attn_bf16(const eval_cfg *c) { return !strcmp(c->device, "cpu") && !strcmp(smallkv_prefill_attention(), "bf16"); }
+
 static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n) {
     /* the settings' defaults add nothing, so keys of earlier records stay as they were */
     const bool compresses = !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL);
     const bool on_cpu = !strcmp(c->device, "cpu");
-    snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s%s%s%s%s%s%s", c->task, unit, p->label,
+    snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s%s%s%s%s%s%s%s", c->task, unit, p->label,
              cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) || c->draft ? c->fp_slm.weight_hash : "-",
              uses_profile(c, p) ? c->prof_sha : "-", c->kv, compresses && c->ctx.budget_prompt ? "|base=prompt" : "",
              c->chat_turns ? "|chat=turns" : c->chat ? "|chat" : "", compresses && c->ctx.per_head ? "|gran=head" : "", on_cpu ? "" : "|dev=",
-             on_cpu ? "" : c->device, gemm_int8(c) ? "|gemm=int8" : "");
+             on_cpu ? "" : c->device, gemm_int8(c) ? "|gemm=int8" : "", attn_bf16(c) ? "|attn=bf16" : "");
 }
 
 /* ------------------------------------------------------------------ units and shards */
@@ -389,6 +394,7 @@ static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol
     cJSON_AddStringToObject(s, "kv", c->kv);
     if (strcmp(c->device, "cpu")) cJSON_AddStringToObject(s, "device", c->device);   /* cpu: as before */
     else cJSON_AddStringToObject(s, "gemm", gemm_int8(c) ? "int8" : "float");
+    if (attn_bf16(c)) cJSON_AddStringToObject(s, "prefill_attn", "bf16");
     cJSON_AddStringToObject(s, "data_dir", c->data_dir);
     char date[32];
     time_t now = time(NULL);
@@ -1352,6 +1358,7 @@ static int eval_main(int argc, char **argv, int rank, int size) {
         else if (!strcmp(a, "--data")) ok = cli_str(argc, argv, &i, &c.data_dir);
         else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &c.kv);
         else if (!strcmp(a, "--gemm")) ok = cli_str(argc, argv, &i, &c.gemm);
+        else if (!strcmp(a, "--prefill-attn")) ok = cli_prefill_attn(argc, argv, &i);
         else if (!strcmp(a, "--device")) ok = cli_str(argc, argv, &i, &c.device);
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) ok = cli_str(argc, argv, &i, &c.out);
         else if (!strcmp(a, "--limit")) ok = cli_int(argc, argv, &i, 1, 1000000, &c.limit);

@@ -40,6 +40,9 @@ static const char *GEN_USAGE =
     "  --ctx N          longest sequence in tokens (default: what the input needs, at most\n"
     "                   the model's context)\n"
     "  --kv f16|f32     KV element type (default f16)\n"
+    "  --prefill-attn M exact (default: each prompt row gets a decode step's bits) or bf16:\n"
+    "                   AMX-BF16 tile products for long prompts, faster time to first token\n"
+    "                   (CPUs with AMX-BF16; docs/performance.md)\n"
     "  --stats          per-tier memory, prefill/decode tokens/s, TTFT and TPOT on stderr\n"
     "  --device cpu|cuda  where it runs (default cpu); cuda (make CUDA=1, a GPU): policy full\n"
     "                   wholly on the GPU; the other policies (those the help marks GPU decode)\n"
@@ -238,6 +241,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &threads);
         else if (!strcmp(a, "--ctx")) ok = cli_int(argc, argv, &i, 2, 1 << 24, &ctx);
         else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &kv);
+        else if (!strcmp(a, "--prefill-attn")) ok = cli_prefill_attn(argc, argv, &i);
         else if (!strcmp(a, "--device")) ok = cli_str(argc, argv, &i, &device);
         else if (!strcmp(a, "--stats") || !strcmp(a, "--verbose") || !strcmp(a, "-v")) g.stats = true;
         else if (a[0] == '-' && a[1] == '-' && smallkv_policy_option(a + 2, &takes)) {

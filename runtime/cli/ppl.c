@@ -18,6 +18,7 @@ static const char *PPL_USAGE =
     "  --max-tokens N   use only the first N tokens of FILE (default: all)\n"
     "  --threads N      OpenMP threads (default: all cores)\n"
     "  --kv f16|f32     KV cache element type (default f16)\n"
+    "  --prefill-attn M exact (default) or bf16 (AMX-BF16 tile products; docs/performance.md)\n"
     "  --device cpu|cuda  where the forward pass runs (default cpu; cuda needs make CUDA=1)\n"
     "Non-overlapping windows of N tokens, each scored at every position after its first\n"
     "(the model sees only its window); a short tail is dropped. Prints 'ppl X' on stdout;\n"
@@ -40,6 +41,7 @@ int cmd_ppl(int argc, char **argv) {
         else if (!strcmp(a, "--max-tokens")) ok = cli_int(argc, argv, &i, 2, 2147483647L, &max_tokens);
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) ok = cli_int(argc, argv, &i, 1, 4096, &threads);
         else if (!strcmp(a, "--kv")) ok = cli_str(argc, argv, &i, &kv);
+        else if (!strcmp(a, "--prefill-attn")) ok = cli_prefill_attn(argc, argv, &i);
         else if (!strcmp(a, "--device")) ok = cli_str(argc, argv, &i, &device);
         else if (a[0] == '-' && a[1]) return cli_usage_error(PPL_USAGE, "ppl: unknown option '%s'", a);
         else if (!path) path = a;

@@ -37,7 +37,9 @@ static const char *USAGE =
     "  --body-timeout S     seconds for the body to arrive after the headers (default 30)\n"
     "  --timeout S          seconds per request from its headers (body, queue, generation;\n"
     "                       504 after) and per idle connection (default 300)\n"
-    "  --threads N          CPU threads (default all)\n";
+    "  --threads N          CPU threads (default all)\n"
+    "  --prefill-attn M     exact (default) or bf16: AMX-BF16 tile products for long prompts,\n"
+    "                       faster time to first token (docs/performance.md)\n";
 
 static bool parse_bytes(const char *v, size_t *out) {
     char *end;
@@ -87,6 +89,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--share-prefix")) ok = cli_int(argc, argv, &i, 0, 1 << 20, &c.share_prefix);
         else if (!strcmp(a, "--timeout")) ok = cli_int(argc, argv, &i, 1, 86400, &c.timeout);
         else if (!strcmp(a, "--threads")) ok = cli_int(argc, argv, &i, 1, 1024, &threads);
+        else if (!strcmp(a, "--prefill-attn")) ok = cli_prefill_attn(argc, argv, &i);
         else if (!strcmp(a, "--cache-bytes") || !strcmp(a, "--max-body")) {
             size_t *dst = !strcmp(a, "--cache-bytes") ? &c.cache_bytes : &c.max_body;
             if ((ok = cli_str(argc, argv, &i, &v)) && !parse_bytes(v, dst))
