@@ -35,6 +35,46 @@ static void usage(FILE *f) {
                "  exact; both: the two in turn, one row each)\n");
 }
 
+/* one prefill of T tokens in blocks of B (nb blocks) from an empty cache: seconds, each block's
+ * in bt; -1 on an error (printed) */
+static double prefill_once(skv_state *s, const int *toks, long T, int B, int nb, double *bt) {
+    skv_state_reset(s);
+    const double t0 = skv_now();
+    for (int k = 0; k < nb; k++) {
+        const int n = (int)(T - (long)k * B < B ? T - (long)k * B : B);
+        skv_fwd_opts o = {.logits = k == nb - 1 ? SKV_LOGITS_LAST : SKV_LOGITS_NONE};
+        const double tb = skv_now();
+        if (skv_forward(s, toks + (size_t)k * B, n, &o)) {
+            fprintf(stderr, "bench_prefill: %s\n", skv_last_error());
+            return -1;
+        }
+        bt[k] = skv_now() - tb;
+    }
+    return skv_now() - t0;
+}
+
+/* one table row: the best run's seconds and its block times bbt */
+static void print_row(const skv_model *m, const char *gemm, const char *attn, long T, int B, double P, double best,
+                      const double *bbt) {
+    /* t_k = a + b k over the whole blocks (the last may be short): a x nb on the matrices */
+    double share = -1;
+    const int nf = (int)(T / B);
+    if (nf >= 4) {
+        double sk = 0, st = 0, skk = 0, skt = 0;
+        for (int k = 0; k < nf; k++) { sk += k; st += bbt[k]; skk += (double)k * k; skt += k * bbt[k]; }
+        const double slope = (nf * skt - sk * st) / (nf * skk - sk * sk), icpt = (st - slope * sk) / nf;
+        share = 1 - icpt * ((double)T / B) / best;
+        if (share < 0) share = 0;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    char sh[16] = "-";   /* fewer than 4 whole blocks: no line to fit */
+    if (share >= 0) snprintf(sh, sizeof sh, "%.0f %%", 100 * share);
+    printf("| %s | %d | %s | %s | %ld | %.2f | %.1f | %.1f | %s | %.0f |\n", m->name, omp_get_max_threads(), gemm, attn, T,
+           best, T / best, 2.0 * P * T / best / 1e9, sh, ru.ru_maxrss / 1024.0);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     const char *path = NULL, *lens = "512,4096", *gemm = "int8", *attn = "exact";
     int threads = 0, reps = 2, block = 256;
@@ -89,46 +129,15 @@ int main(int argc, char **argv) {
         for (long i = 0; i < T; i++) toks[i] = (int)((1000 + i * 7919) % m->cfg.vocab);
         double bests[2] = {1e30, 1e30};
         for (int r = 0; r < reps && !rc; r++)
-          for (int mi = 0; mi < n_modes && !rc; mi++) {
-            skv_attention_set_prefill_mode(modes[mi]);
-            skv_state_reset(s);
-            const double t0 = skv_now();
-            for (int k = 0; k < nb && !rc; k++) {
-                const int n = (int)(T - (long)k * B < B ? T - (long)k * B : B);
-                skv_fwd_opts o = {.logits = k == nb - 1 ? SKV_LOGITS_LAST : SKV_LOGITS_NONE};
-                const double tb = skv_now();
-                if (skv_forward(s, toks + (size_t)k * B, n, &o)) {
-                    fprintf(stderr, "bench_prefill: %s\n", skv_last_error());
-                    rc = 1;
-                }
-                bt[k] = skv_now() - tb;
+            for (int mi = 0; mi < n_modes && !rc; mi++) {
+                skv_attention_set_prefill_mode(modes[mi]);
+                const double dt = prefill_once(s, toks, T, B, nb, bt);
+                if (dt < 0) rc = 1;
+                else if (dt < bests[mi]) { bests[mi] = dt; memcpy(best_bt + (size_t)mi * nb, bt, sizeof(double) * (size_t)nb); }
             }
-            const double dt = skv_now() - t0;
-            if (dt < bests[mi]) { bests[mi] = dt; memcpy(best_bt + (size_t)mi * nb, bt, sizeof(double) * (size_t)nb); }
-          }
-        for (int mi = 0; mi < n_modes && !rc; mi++) {
-        const double best = bests[mi];
-        const double *bbt = best_bt + (size_t)mi * nb;
-        const char *aname = modes[mi] == SKV_PREFILL_ATTN_BF16 && skv_cpu_amx_bf16() ? "bf16" : "exact";
-        /* t_k = a + b k over the whole blocks (the last may be short): a x nb on the matrices */
-        double share = -1;
-        const int nf = (int)(T / B);
-        if (nf >= 4) {
-            double sk = 0, st = 0, skk = 0, skt = 0;
-            for (int k = 0; k < nf; k++) { sk += k; st += bbt[k]; skk += (double)k * k; skt += k * bbt[k]; }
-            const double slope = (nf * skt - sk * st) / (nf * skk - sk * sk), icpt = (st - slope * sk) / nf;
-            share = 1 - icpt * ((double)T / B) / best;
-            if (share < 0) share = 0;
-        }
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
-        char sh[16] = "-";   /* fewer than 4 whole blocks: no line to fit */
-        if (share >= 0) snprintf(sh, sizeof sh, "%.0f %%", 100 * share);
-        if (!rc)
-            printf("| %s | %d | %s | %s | %ld | %.2f | %.1f | %.1f | %s | %.0f |\n", m->name, omp_get_max_threads(), gemm,
-                   aname, T, best, T / best, 2.0 * P * T / best / 1e9, sh, ru.ru_maxrss / 1024.0);
-        fflush(stdout);
-        }
+        for (int mi = 0; mi < n_modes && !rc; mi++)
+            print_row(m, gemm, modes[mi] == SKV_PREFILL_ATTN_BF16 && skv_cpu_amx_bf16() ? "bf16" : "exact", T, B, P,
+                      bests[mi], best_bt + (size_t)mi * nb);
         skv_state_free(s);
         free(toks); free(bt); free(best_bt);
     }

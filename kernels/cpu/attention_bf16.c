@@ -20,6 +20,7 @@
 #include "cpu_caps.h"
 #include "gemm_x8_tile.h"
 #include "simd_math.h"
+#include "common/util.h"
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -76,22 +77,11 @@ size_t skv_attn_bf16_ws_floats(const skv_attn_args *a, int nth) {
     return 16 + pad64f((size_t)a->Hkv * s_pad(a) * a->d) + (size_t)nth * thread_floats(a->d);
 }
 
-static uint16_t bf16_rne(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float bf16_f(uint16_t b) {
-    const uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-static float f16_f(const void *c, size_t i) { return _cvtsh_ss(((const uint16_t *)c)[i]); }
-
 /* ---- the reference ---- */
+static float bf16(float x) { return skv_bf16_to_f32(skv_f32_to_bf16(x)); }   /* rounded to nearest even */
+
 void skv_attn_bf16_ref(float *out, const float *q, const void *kc, const void *vc, const skv_attn_args *a) {
+    const uint16_t *K = kc, *V = vc;
     const int H = a->H, d = a->d, grp = H / a->Hkv;
     const float scale = 1.0f / sqrtf((float)d);
     const size_t S = (size_t)a->pos0 + a->T;
@@ -106,7 +96,7 @@ void skv_attn_bf16_ref(float *out, const float *q, const void *kc, const void *v
             for (int k = 0; k < n; k++) {
                 float acc = 0;
                 for (int i = 0; i < d; i++)
-                    acc += bf16_f(bf16_rne(qr[i])) * bf16_f(bf16_rne(f16_f(kc, base + (size_t)k * d + i)));
+                    acc += bf16(qr[i]) * bf16(skv_f16_to_f32(K[base + (size_t)k * d + i]));
                 s[k] = acc * scale;
                 if (s[k] > mx) mx = s[k];
             }
@@ -114,12 +104,12 @@ void skv_attn_bf16_ref(float *out, const float *q, const void *kc, const void *v
             for (int k = 0; k < n; k++) {
                 const float p = expf(s[k] - mx);
                 l += p;
-                s[k] = bf16_f(bf16_rne(p));
+                s[k] = bf16(p);
             }
             float *o = out + ((size_t)t * H + h) * d;
             for (int i = 0; i < d; i++) {
                 float acc = 0;
-                for (int k = 0; k < n; k++) acc += s[k] * bf16_f(bf16_rne(f16_f(vc, base + (size_t)k * d + i)));
+                for (int k = 0; k < n; k++) acc += s[k] * bf16(skv_f16_to_f32(V[base + (size_t)k * d + i]));
                 o[i] = acc / l;
             }
         }
@@ -135,24 +125,19 @@ void skv_attn_bf16_ref(float *out, const float *q, const void *kc, const void *v
 #endif
 
 #define KI static inline __attribute__((always_inline))
-
-/* skv_exp8's polynomial at 16 lanes */
-KI __m512 exp16(__m512 x) {
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)), _mm512_set1_ps(-87.3365f));
-    const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-    __m512 y = _mm512_set1_ps(1.9875691500E-4f);
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
-}
+/* C tile c += A tile a x the B tile at p, loaded into B register b */
+#define TDP(c, a, b, p)                \
+    do {                               \
+        _tile_loadd(b, (p), 64);       \
+        _tile_dpbf16ps(c, a, b);       \
+    } while (0)
+/* C tiles c0, c1 += A tile a x the V tiles of output columns e, e + 1 at vb (B registers 5, 6
+ * in turn: a load need not wait for the last product) */
+#define PV2(c0, c1, a, vb, e)                          \
+    do {                                               \
+        TDP(c0, a, 5, (vb) + (size_t)(e) * 512);       \
+        TDP(c1, a, 6, (vb) + (size_t)((e) + 1) * 512); \
+    } while (0)
 
 /* 32 floats -> 32 bf16 (round to nearest even) as 16 pairs */
 KI __m512i to_bf16(const float *x) {
@@ -239,14 +224,10 @@ static void unit(float *out, const float *q, const uint16_t *Kt, const uint16_t 
         const uint16_t *kt = Kt + (size_t)(k0 / 16) * nc * 512;
         for (int c = 0; c < nc; c++) {   /* two B registers in turn: a load need not wait for the last product */
             _tile_loadd(4, Qa + (size_t)c * 512, 64);
-            _tile_loadd(5, kt + (size_t)(0 * nc + c) * 512, 64);
-            _tile_dpbf16ps(0, 4, 5);
-            _tile_loadd(6, kt + (size_t)(1 * nc + c) * 512, 64);
-            _tile_dpbf16ps(1, 4, 6);
-            _tile_loadd(5, kt + (size_t)(2 * nc + c) * 512, 64);
-            _tile_dpbf16ps(2, 4, 5);
-            _tile_loadd(6, kt + (size_t)(3 * nc + c) * 512, 64);
-            _tile_dpbf16ps(3, 4, 6);
+            TDP(0, 4, 5, kt + (size_t)(0 * nc + c) * 512);
+            TDP(1, 4, 6, kt + (size_t)(1 * nc + c) * 512);
+            TDP(2, 4, 5, kt + (size_t)(2 * nc + c) * 512);
+            TDP(3, 4, 6, kt + (size_t)(3 * nc + c) * 512);
         }
         _tile_stored(0, Sb, KB * 4);
         _tile_stored(1, Sb + 16, KB * 4);
@@ -275,7 +256,7 @@ static void unit(float *out, const float *q, const uint16_t *Kt, const uint16_t 
             const __m512 vm = _mm512_set1_ps(m[r]);
             __m512 sum = _mm512_setzero_ps();
             for (int j = 0; j < 4; j++) {
-                s[j] = _mm512_maskz_mov_ps(mk[j], exp16(_mm512_sub_ps(s[j], vm)));
+                s[j] = _mm512_maskz_mov_ps(mk[j], skv_exp16(_mm512_sub_ps(s[j], vm)));
                 sum = _mm512_add_ps(sum, s[j]);
             }
             _mm512_store_ps(lv + r * 16, _mm512_add_ps(_mm512_load_ps(lv + r * 16), sum));
@@ -286,46 +267,28 @@ static void unit(float *out, const float *q, const uint16_t *Kt, const uint16_t 
         _tile_loadd(7, Pa + 512, 64);
         const uint16_t *vt = Vt + (size_t)(k0 / 32) * ne * 512, *vt1 = vt + (size_t)ne * 512;
         /* O += P V, 16 output columns a C tile; four (or two) C tiles in flight so that the
-         * products overlap, B registers 5 and 6 in turn */
+         * products overlap */
         int e = 0;
         for (; e + 4 <= ne; e += 4) {
             _tile_zero(0);
             _tile_zero(1);
             _tile_zero(2);
             _tile_zero(3);
-            _tile_loadd(5, vt + (size_t)(e + 0) * 512, 64);
-            _tile_dpbf16ps(0, 4, 5);
-            _tile_loadd(6, vt + (size_t)(e + 1) * 512, 64);
-            _tile_dpbf16ps(1, 4, 6);
-            _tile_loadd(5, vt + (size_t)(e + 2) * 512, 64);
-            _tile_dpbf16ps(2, 4, 5);
-            _tile_loadd(6, vt + (size_t)(e + 3) * 512, 64);
-            _tile_dpbf16ps(3, 4, 6);
-            _tile_loadd(5, vt1 + (size_t)(e + 0) * 512, 64);
-            _tile_dpbf16ps(0, 7, 5);
-            _tile_loadd(6, vt1 + (size_t)(e + 1) * 512, 64);
-            _tile_dpbf16ps(1, 7, 6);
-            _tile_loadd(5, vt1 + (size_t)(e + 2) * 512, 64);
-            _tile_dpbf16ps(2, 7, 5);
-            _tile_loadd(6, vt1 + (size_t)(e + 3) * 512, 64);
-            _tile_dpbf16ps(3, 7, 6);
+            PV2(0, 1, 4, vt, e);
+            PV2(2, 3, 4, vt, e + 2);
+            PV2(0, 1, 7, vt1, e);
+            PV2(2, 3, 7, vt1, e + 2);
             _tile_stored(0, Ct, 64);
             _tile_stored(1, Ct + 256, 64);
             _tile_stored(2, Ct + 512, 64);
             _tile_stored(3, Ct + 768, 64);
             add_into(O, Ct, d, e, 4);
         }
-        if (e < ne) {   /* d = 32 or 96 + 32 k: two columns of tiles left */
+        if (e < ne) {   /* d = 32 + 64 k: two columns of tiles left */
             _tile_zero(0);
             _tile_zero(1);
-            _tile_loadd(5, vt + (size_t)(e + 0) * 512, 64);
-            _tile_dpbf16ps(0, 4, 5);
-            _tile_loadd(6, vt + (size_t)(e + 1) * 512, 64);
-            _tile_dpbf16ps(1, 4, 6);
-            _tile_loadd(5, vt1 + (size_t)(e + 0) * 512, 64);
-            _tile_dpbf16ps(0, 7, 5);
-            _tile_loadd(6, vt1 + (size_t)(e + 1) * 512, 64);
-            _tile_dpbf16ps(1, 7, 6);
+            PV2(0, 1, 4, vt, e);
+            PV2(0, 1, 7, vt1, e);
             _tile_stored(0, Ct, 64);
             _tile_stored(1, Ct + 256, 64);
             add_into(O, Ct, d, e, 2);

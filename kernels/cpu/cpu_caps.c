@@ -76,9 +76,19 @@ bool skv_cpu_amx(void) {
     return v;
 }
 
-bool skv_cpu_amx_bf16(void) {
+static bool detect_amx_bf16(void) {
     if (!skv_cpu_amx()) return false;
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 22 & 1)) return false;   /* AMX-BF16 */
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);                /* AVX512-BF16 */
+}
+
+bool skv_cpu_amx_bf16(void) {   /* asked once per attention call: cpuid is a VM exit, so cache it */
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = detect_amx_bf16();
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
 }
