@@ -762,7 +762,7 @@ static void test_cells_match_api(void **st) {
     int toks[96];
     test_prompt(toks, N, V, 7);
     const char *specs[] = {"full", "h2o", "quest", "smallkv", "smallkv:score=acc", "smallkv:slmb=0.5", "snapkv",
-                           "snapkv:decode=evict", "smallkv:online"};
+                           "snapkv:decode=evict", "smallkv:online", "kvzip", "kvzip:level=lane"};
     enum { NS = sizeof specs / sizeof specs[0] };
     skv_eval_pol pol[NS];
     const skv_eval_pol *pl[NS];

@@ -8,7 +8,9 @@
  *     pair outscores a kept one), and the hot tier holds exactly them (evicted K/V freed, no
  *     cold copy); the sinks are always kept; a later prefill and decoding keep every new token;
  *   - the scoring pass's cost is counted (time, peak bytes) and its tokens never reach the
- *     session's cache; at the budget of the whole prompt no pass runs. */
+ *     session's cache; at the budget of the whole prompt no pass runs;
+ *   - sessions derived from a prefill base equal those that prefill by themselves, and share
+ *     one pass across budgets and levels (not across scoring options). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -222,12 +224,64 @@ static void test_pass_cost(void **st) {
     skv_session_free(s); skv_session_free(f); skv_session_free(all);
 }
 
+/* Sessions derived from a prefill base (an evaluation's cells) are those that prefill by
+ * themselves: the same scores, kept pairs and logits; the first derived kvzip session's
+ * scores are kept with the base and reused by the next at another budget or level (no second
+ * pass, the pass's cost reported again), but not by one with other scoring options. */
+static void test_derived_share_scores(void **st) {
+    (void)st;
+    const skv_config *c = &tiny->cfg;
+    const int nl = c->n_layer * c->n_kv_head, n = 90;
+    int ids[128];
+    test_prompt(ids, n, c->vocab, 17);
+    skv_session_opts b;
+    skv_session_opts_default(&b);
+    b.prefill_base = true; b.max_ctx = 256; b.T_max = 16; b.kv_f16 = false;
+    skv_session *base = skv_session_new(tiny, &b);
+    assert_non_null(base);
+    assert_int_equal(skv_session_prefill(base, ids, n), 0);
+    assert_null(base->memo);
+    const char *specs[3] = {"kvzip:chunk=32", "kvzip:lane:chunk=32", "kvzip:chunk=32:sinks=8"};
+    const double budgets[3] = {0.15, 0.3, 0.3};
+    const skv_prefill_memo *memo[3];
+    double pass_s[3];
+    for (int v = 0; v < 3; v++) {
+        skv_session *own = mk(specs[v], budgets[v]);
+        assert_int_equal(skv_session_prefill(own, ids, n), 0);
+        skv_session_opts o = own->o;
+        skv_session *d = skv_session_derive(base, &o);
+        if (!d) print_message("derive: %s\n", skv_last_error());
+        assert_non_null(d);
+        memo[v] = base->memo;
+        assert_non_null(memo[v]);
+        const skv_kvzip_state *zo = own->pol->st, *zd = d->pol->st;
+        for (int ln = 0; ln < nl; ln++) {
+            assert_memory_equal(zo->score.s[ln], zd->score.s[ln], (size_t)n * sizeof(float));
+            assert_int_equal(own->kv->n_kv[ln], d->kv->n_kv[ln]);
+        }
+        assert_int_equal(zo->pass_tokens, zd->pass_tokens);
+        pass_s[v] = zd->pass_seconds;
+        for (int t = 0; t < 4; t++) {
+            assert_memory_equal(skv_session_logits(own), skv_session_logits(d), (size_t)c->vocab * sizeof(float));
+            assert_int_equal(skv_session_step(own, 5 + t), 0);
+            assert_int_equal(skv_session_step(d, 5 + t), 0);
+        }
+        skv_session_free(own);
+        skv_session_free(d);
+    }
+    assert_ptr_equal(memo[1], memo[0]);   /* another budget and level: the first pass's scores */
+    assert_true(pass_s[1] == pass_s[0]);  /*   and its cost */
+    assert_ptr_not_equal(memo[2], memo[0]);   /* other sinks: a pass of its own, kept instead */
+    skv_session_free(base);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scores_one_chunk),
         cmocka_unit_test(test_scores_chunked),
         cmocka_unit_test(test_budgets),
         cmocka_unit_test(test_pass_cost),
+        cmocka_unit_test(test_derived_share_scores),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

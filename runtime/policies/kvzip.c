@@ -91,6 +91,57 @@ static int kvzip_budgets(skv_policy *p, const skv_prefill_info *pi) {
     return 0;
 }
 
+/* ------------------------------------------------------------------ memo */
+
+/* The scores of one pass over a prefill base's context, for the next kvzip session derived
+ * from the same base: they depend on the context, the model and the scoring options, not on
+ * the budget or the level, so a second budget copies them instead of running the pass again
+ * (and reports the pass's cost as its own: a deployment at that budget pays it). */
+typedef struct {
+    skv_prefill_memo hdr;
+    int sinks, chunk, tail;
+    int n, nl;
+    float *score;         /* (nl, n) */
+    double pass_seconds;
+    size_t pass_peak;
+    long pass_tokens;
+} kvzip_memo;
+
+static const char kvzip_memo_owner[] = "kvzip";
+
+static void memo_free(skv_prefill_memo *h) {
+    kvzip_memo *m = (kvzip_memo *)h;
+    free(m->score);
+    free(m);
+}
+
+static const kvzip_memo *memo_find(const skv_policy *p, const skv_prefill_info *pi) {
+    if (!pi->memo || !*pi->memo || (*pi->memo)->owner != kvzip_memo_owner) return NULL;
+    const kvzip_memo *m = (const kvzip_memo *)*pi->memo;
+    const skv_kvzip_opts *o = p->opts;
+    if (m->sinks != o->sinks || m->chunk != o->chunk || m->tail != o->tail || m->n != pi->n || m->nl != p->L * p->Hkv)
+        return NULL;
+    return m;
+}
+
+/* Replace the base's memo with this session's scores (best effort: without memory the next
+ * session runs its own pass). */
+static void memo_store(const skv_policy *p, const skv_prefill_info *pi) {
+    if (!pi->memo) return;
+    const skv_kvzip_state *s = p->st;
+    const skv_kvzip_opts *o = p->opts;
+    const int n = pi->n, nl = p->L * p->Hkv;
+    kvzip_memo *m = calloc(1, sizeof *m);
+    float *sc = m ? malloc((size_t)nl * n * sizeof(float)) : NULL;
+    if (!sc) { free(m); return; }
+    for (int ln = 0; ln < nl; ln++) memcpy(sc + (size_t)ln * n, s->score.s[ln], (size_t)n * sizeof(float));
+    *m = (kvzip_memo){.hdr = {.owner = kvzip_memo_owner, .free = memo_free}, .sinks = o->sinks, .chunk = o->chunk,
+                      .tail = o->tail, .n = n, .nl = nl, .score = sc, .pass_seconds = s->pass_seconds,
+                      .pass_peak = s->pass_peak, .pass_tokens = s->pass_tokens};
+    if (*pi->memo) (*pi->memo)->free(*pi->memo);
+    *pi->memo = &m->hdr;
+}
+
 /* ------------------------------------------------------------------ hooks */
 
 /* The first prefill (the context) is scored and compressed; a later one (a question, a turn)
@@ -109,7 +160,19 @@ static int kvzip_prefill(skv_policy *p, const skv_prefill_info *pi) {
         s->filled[ln] = n;
         s->fresh[ln] = 1;
     }
-    if (pi->budget < n && skv_kvzip_pass(p, pi, pi->ids, begin)) return -1;
+    if (pi->budget < n) {
+        const kvzip_memo *m = memo_find(p, pi);
+        if (m) {   /* the same context scored by an earlier session from this base */
+            for (int ln = 0; ln < nl; ln++)
+                memcpy(s->score.s[ln] + begin, m->score + (size_t)ln * n + begin, (size_t)(n - begin) * sizeof(float));
+            s->pass_seconds += m->pass_seconds;
+            if (m->pass_peak > s->pass_peak) s->pass_peak = m->pass_peak;
+            s->pass_tokens += m->pass_tokens;
+        } else {
+            if (skv_kvzip_pass(p, pi, pi->ids, begin)) return -1;
+            memo_store(p, pi);
+        }
+    }
     return kvzip_budgets(p, pi);
 }
 

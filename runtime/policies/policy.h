@@ -189,6 +189,16 @@ const char *skv_policy_markdown(void);
 
 /* ------------------------------------------------------------------ hooks' arguments */
 
+/* What a policy's scoring of a first prefill leaves for the next session derived from the
+ * same prefill base (kvzip: its reconstruction scores, the same at every budget), so an
+ * evaluation's cells at several budgets score the context once. Kept by the base (freed with
+ * it through free); a policy recognises its own by owner. */
+typedef struct skv_prefill_memo skv_prefill_memo;
+struct skv_prefill_memo {
+    const char *owner;    /* the policy that wrote it (its descriptor's name) */
+    void (*free)(skv_prefill_memo *m);
+};
+
 /* What a policy sees at the end of a prefill, for one layer. */
 typedef struct {
     int layer, H, Hkv;
@@ -199,9 +209,9 @@ typedef struct {
     int obs_rows;
     const skv_kvcache *cache;   /* cold tier holds positions < n (EMS reads K/V) */
     double budget;        /* the session's (mean) lane budget at length n, cost units */
-    /* --- kvzip (kvzip.c): the token ids of positions n0 .. n-1, NULL when the session does
-     * not have them (a session derived from a prefill base) --- */
-    const int *ids;
+    /* --- kvzip (kvzip.c) --- */
+    const int *ids;       /* the token ids of positions n0 .. n-1 (a derived session: the base's) */
+    skv_prefill_memo **memo;   /* a derived session: its prefill base's memo slot; else NULL */
 } skv_prefill_info;
 
 /* One lane's selection request and answer. */

@@ -119,6 +119,8 @@ void skv_session_free(skv_session *s) {
     free(s->head_keep); free(s->head_mask);
     free(s->x_tmp);
     free(s->vcap);
+    free(s->base_ids);
+    if (s->memo) s->memo->free(s->memo);
     skv_batch_free(s->bws);
     free(s);
 }
@@ -548,7 +550,8 @@ static int dump_tokens_env(const skv_session *s, const int *tokens, int T) {
     return dump_close(f, ferror(f) ? skv_error("SKV_DUMP_KEPT: write failed") : 0);
 }
 
-static int compress(skv_session *s, int n0, const int *ids) {   /* ids: kvzip, positions n0.. */
+/* ids: kvzip, positions n0..; memo: a derived session's base slot (skv_prefill_memo) */
+static int compress(skv_session *s, int n0, const int *ids, skv_prefill_memo **memo) {
     const skv_config *c = &s->m->cfg;
     if (!s->n_base) s->n_base = s->n;
     for (int l = 0; l < s->L_act; l++) {
@@ -560,7 +563,7 @@ static int compress(skv_session *s, int n0, const int *ids) {   /* ids: kvzip, p
                 .obs = s->pre_obs ? s->pre_obs[l] : NULL,
                 .obs_rows = s->n - s->pre_obs_from,
                 .cache = s->kv, .budget = skv_session_budget(s, s->n),
-                .ids = ids,   /* kvzip */
+                .ids = ids, .memo = memo,   /* kvzip */
             };
             if (s->pol->on_prefill(s->pol, &pi)) return skv_error_prefix("policy %s, layer %d", s->pol->name, l);
         }
@@ -635,7 +638,11 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T) {
         s->n += b;
     }
     s->in_prefill = false;
-    if (base) return 0;   /* derived sessions compress (skv_session_derive) */
+    if (base) {   /* derived sessions compress (skv_session_derive), reading these ids */
+        if (!(s->base_ids = skv_malloc((size_t)T * sizeof(int), "prefill base ids"))) return -1;
+        memcpy(s->base_ids, tokens, (size_t)T * sizeof(int));
+        return 0;
+    }
     if (s->x_colsum)
         for (int l = 0; l < s->L_act; l++)
             for (int h = 0; h < s->m->cfg.n_head; h++)
@@ -643,7 +650,7 @@ int skv_session_prefill(skv_session *s, const int *tokens, int T) {
                     s->x_colsum[l][(size_t)h * s->x_stride + k] += s->pre_colsum[l][(size_t)h * s->pre_stride + k];
     if (s->pol->before_compress && s->pol->before_compress(s->pol, s->pre_colsum, s->pre_stride, n0, s->n))
         return skv_error_prefix("policy %s", s->pol->name);
-    return compress(s, n0, tokens);
+    return compress(s, n0, tokens, NULL);
 }
 
 int skv_session_step(skv_session *s, int token) {
@@ -956,7 +963,7 @@ skv_session *skv_session_derive(skv_session *b, const skv_session_opts *o) {
     if (f->q_last && b->q_last)
         for (int l = 0; l < L; l++) memcpy(f->q_last[l], b->q_last[l], (size_t)c->n_head * c->head_dim * sizeof(float));
     if (f->pol->before_compress && f->pol->before_compress(f->pol, f->pre_colsum, f->pre_stride, 0, f->n)) goto fail;
-    if (compress(f, 0, NULL)) goto fail;   /* no ids: kvzip then fails and the caller prefills */
+    if (compress(f, 0, b->base_ids, &b->memo)) goto fail;
     return f;
 fail:
     skv_error_prefix("derive %s", pname);

@@ -140,6 +140,10 @@ struct skv_session {
     float *vcap;
     size_t vcap_cap;           /* floats allocated */
     int vcap_T, vcap_n0;       /* rows captured, and the length before them */
+    /* a prefill base: the ids it was prefilled with (derived sessions' policies read them) and
+     * what a derived session's policy left for the next (skv_prefill_memo) */
+    int *base_ids;
+    skv_prefill_memo *memo;
 };
 
 skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o);
@@ -168,7 +172,9 @@ int skv_session_step_batch(skv_session **ss, const int *tokens, int n);
  * prefill_base session, prefilled once): it shares base's cold tier copy-on-write, copies
  * the statistics its policy reads, takes over base's SLM run (to its own depth, when its
  * policy needs one), then compresses exactly as its own
- * prefill of the same tokens would. One exact prefill thus serves every policy and budget.
+ * prefill of the same tokens would (its policy reads base's prompt ids, and what its scoring
+ * left in base's memo for the next session: skv_prefill_memo). One exact prefill thus serves
+ * every policy and budget.
  * Refused (NULL + error) when the result could differ from a prefill of its own: another
  * model, max_ctx or cache type, another observation window, n_layers, or an SLM deeper or
  * other than base's, or a compressed one. */
