@@ -40,21 +40,23 @@ EVAL_ABLATION ?= smallkv:score=acc:nosal,smallkv:score=acc:nomarg,smallkv:score=
 EVAL_TASK_POLICIES ?= full,h2o,snapkv:decode=evict,pyramidkv:decode=evict,ems,smallkv
 EVAL_BUDGETS  ?= 0.05,0.1,0.2,0.4
 EVAL_LIMIT    ?= 100
-QUICK := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(SMOL) --slm $(SMOL) $(SMOL_MAP) --threads $(EVAL_THREADS)
-QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
+# the records were made with the float prefill GEMM (before int8 prefill became the default,
+# kernels/cpu/matmul.h), so every target resumes with it: EVAL_GEMM=int8 starts a fresh set
+# (its keys name gemm=int8, and the report gives it groups of its own). The stored-row layout
+# (SKV_PACK=0, EVAL_LAYOUT) has no int8 prefill: its prefill is the float GEMM either way. The
+# newer evaluations (sections 11-18 of docs/results.md) run the default (8-row group) layout.
+EVAL_GEMM    ?= float
+QUICK := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(SMOL) --slm $(SMOL) $(SMOL_MAP) --threads $(EVAL_THREADS) \
+         --gemm $(EVAL_GEMM)
+QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS) \
+         --gemm $(EVAL_GEMM)
 # eval-speed times the steps, so it runs like `generate` (OpenMP's default wait policy, no
 # nice): OMP_WAIT_POLICY=PASSIVE puts a thread to sleep at each of a step's ~200 barriers
 # and made the SLM's step 1.3x slower (10.8 vs 8.1 ms); run it on an otherwise idle machine
 QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
-# the newer evaluations (sections 11-14 and 18 of docs/results.md) run the default (8-row group)
-# layout; their records were made with the float prefill GEMM (before int8 prefill became the
-# default, kernels/cpu/matmul.h), so they resume with it: EVAL_GEMM=int8 starts a fresh set
-# (its keys name gemm=int8, and the report gives it groups of its own). The stored-row layout
-# above (SKV_PACK=0) has no int8 prefill: its prefill is the float GEMM either way.
-EVAL_GEMM    ?= float
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED) --gemm $(EVAL_GEMM)
 
-.PHONY: eval-slmkv-12pct eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-paper-rebuttal eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
+.PHONY: eval-slmkv-12pct eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-paper-rebuttal eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-kvzip eval-gsm8k-slmkv eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -108,6 +110,11 @@ eval-gsm8k-200: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL_PACKED) \
 	  gsm8k --policies full,smallkv,quest,oracle,snapkv --budgets 0.1 --limit 200 -o results/qwen-gsm8k-200.json
+# KVzip as published on the same 200 problems and budget (the question is part of the
+# compressed prompt, as for every policy here); a scoring pass per problem; resumable
+eval-gsm8k-kvzip: $(SKV) | data
+	@mkdir -p results
+	$(QEVAL_PACKED) gsm8k --policies kvzip --budgets 0.1 --limit 200 -o results/qwen-gsm8k-200.json
 # the rest of the issue's GSM8K set (docs/results.md section 12): H2O, StreamingLLM, Ada-KV
 # and score=acc at 10 % on 200 problems (1 h 45 min on 2 idle cores), then every policy at 5 %
 # on 100 (1 h 12 min); the full cache's answers are those of results/qwen-gsm8k-200.json:
@@ -223,6 +230,30 @@ eval-gsm8k-equal-memory: $(SKV) | data
 	@mkdir -p results
 	$(GSM8K_EQMEM) --policies smallkv:slmb=0.24 --budgets 0.1
 	$(GSM8K_EQMEM) --policies quest,h2o --budgets 0.2,0.51
+# section 16's totals on GSM8K (issue 49), the same 100 problems and file: at ~23 / ~32 / ~52 %
+# of the full cache the settings fidelity chose (q4 SLM cache at 10 % hot, q8 at 10 %, k8v4
+# at 35 %) against Quest (page bounds 6.25 %), H2O and the oracle given the same device total,
+# then ~12 % (the 12-layer SLM, q4 cache, critical-heavy split, 5 % hot; H2O and Quest at
+# 11.6 %); one total at a time, each SmallKV cell ~45 min on 2 cores, each other ~7; resumable
+GSM8K_D12 = OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) \
+            --profile $(EQ12_WORK)/qwen-d12.skvprof --threads $(EVAL_THREADS) --gemm $(EVAL_GEMM) \
+            gsm8k --limit 100 -o results/qwen-gsm8k-equal-memory.json
+eval-gsm8k-slmkv: $(SKV) | data
+	@mkdir -p results $(EQ12_WORK)
+	$(GSM8K_EQMEM) --policies smallkv:slmkv=q4 --budgets 0.1
+	$(GSM8K_EQMEM) --policies quest --budgets 0.165
+	$(GSM8K_EQMEM) --policies h2o,oracle --budgets 0.227
+	$(GSM8K_EQMEM) --policies smallkv:slmkv=q8 --budgets 0.1
+	$(GSM8K_EQMEM) --policies quest --budgets 0.255
+	$(GSM8K_EQMEM) --policies h2o,oracle --budgets 0.317
+	$(GSM8K_EQMEM) --policies smallkv:slmkv=k8v4 --budgets 0.35
+	$(GSM8K_EQMEM) --policies quest --budgets 0.45
+	$(GSM8K_EQMEM) --policies h2o,oracle --budgets 0.518
+	$(BUILD)/bin/mapgen profiles/qwen2.5-coder-0.5b-1.5b.wikitext2.calib profiles/qwen2.5-coder-0.5b-1.5b.pg-essays.calib \
+	  --max-depth 12 -q -o $(EQ12_WORK)/qwen-d12.skvprof
+	$(GSM8K_D12) --policies smallkv:slmkv=q4:split=small --budgets 0.05
+	$(GSM8K_EQMEM) --policies quest --budgets 0.053
+	$(GSM8K_EQMEM) --policies h2o,oracle --budgets 0.116
 
 # speculative decoding (scripts/spec-bench.sh, docs/performance.md): the plain full cache
 # and SmallKV at 20 %, each with the SLM drafting 2 / 4 (/ 6) tokens, adaptively up to 6, and
@@ -261,11 +292,12 @@ eval-passkey: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL) passkey --policies $(EVAL_POLICIES) --budgets 0.1,0.2 --variants 1 -o results/qwen-passkey.json
 # the retrieval comparison on passkey (docs/results.md section 13): SmallKV (both scores)
-# against Quest, the oracle bound and the baselines as published, 3 keys and phrasings per
-# (length, depth) cell, all records from one commit; resumable
+# against Quest, the oracle bound, KVzip and the baselines as published, 3 keys and phrasings
+# per (length, depth) cell; resumable (KVzip's cells were added later: about 1 min a 1K unit,
+# 3 min a 2K one, 8 min a 4K one on 2 cores)
 eval-passkey-retrieval: $(SKV) | data
 	@mkdir -p results
-	$(QEVAL) passkey --policies full,streamingllm,h2o,snapkv,quest,oracle,smallkv:score=acc,smallkv --budgets 0.1,0.2 \
+	$(QEVAL) passkey --policies full,streamingllm,h2o,snapkv,quest,oracle,kvzip,smallkv:score=acc,smallkv --budgets 0.1,0.2 \
 	  --variants 3 -o results/qwen-passkey-retrieval.json
 # speed and memory ratios: every cell stepped alone and timed (--batch 1), a shorter document
 eval-speed: $(SKV) | data
