@@ -294,7 +294,7 @@ eval-passkey: $(SKV) | data
 # the retrieval comparison on passkey (docs/results.md section 13): SmallKV (both scores)
 # against Quest, the oracle bound, KVzip and the baselines as published, 3 keys and phrasings
 # per (length, depth) cell; resumable (KVzip's cells were added later: about 1 min a 1K unit,
-# 3 min a 2K one, 8 min a 4K one on 2 cores)
+# 3 min a 2K one, 6 min a 4K one on 2 cores)
 eval-passkey-retrieval: $(SKV) | data
 	@mkdir -p results
 	$(QEVAL) passkey --policies full,streamingllm,h2o,snapkv,quest,oracle,kvzip,smallkv:score=acc,smallkv --budgets 0.1,0.2 \
