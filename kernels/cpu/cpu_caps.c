@@ -10,6 +10,18 @@
 #include <unistd.h>
 #include "cpu_caps.h"
 
+/* fn's value, computed on the first call and kept in *cache (-1: not yet). Every thread
+ * computes the same value, so a race only repeats the detection: asking cpuid is a VM exit,
+ * the SKV_CPU warning prints once, and granting the AMX permission twice is harmless. */
+static int cached(int *cache, int (*fn)(void)) {
+    int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = fn();
+        __atomic_store_n(cache, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 /* SKV_CPU: 0 avx2, 1 vnni, 2 auto (everything the machine has) */
 static int read_level(void) {
     const char *e = getenv("SKV_CPU");
@@ -20,17 +32,12 @@ static int read_level(void) {
     return 2;
 }
 
-static int cpu_level(void) {   /* read once: both detections ask, the warning prints once */
-    static int cached = -1;
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        v = read_level();
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
+static int cpu_level(void) {
+    static int cache = -1;
+    return cached(&cache, read_level);
 }
 
-static bool detect_vnni(void) {
+static int detect_vnni(void) {
     if (cpu_level() < 1) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -38,20 +45,15 @@ static bool detect_vnni(void) {
 }
 
 bool skv_cpu_vnni(void) {
-    static int cached = -1;   /* every thread computes the same value: a race only repeats it */
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        v = detect_vnni();
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    static int cache = -1;
+    return cached(&cache, detect_vnni);
 }
 
 /* AMX: cpuid leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), XCR0 bits 17-18 (the OS saves
  * the tile state), and Linux's per-process permission for that state (arch_prctl
  * ARCH_REQ_XCOMP_PERM for XTILEDATA, Linux 5.16+): without it the first tile instruction
  * faults. The AMX kernels also run VNNI code, so VNNI is required too. */
-static bool detect_amx(void) {
+static int detect_amx(void) {
     if (cpu_level() < 2 || !skv_cpu_vnni()) return false;
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1) || !(d >> 25 & 1)) return false;
@@ -67,28 +69,18 @@ static bool detect_amx(void) {
 }
 
 bool skv_cpu_amx(void) {
-    static int cached = -1;   /* the permission is per process and granting it twice is harmless */
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        v = detect_amx();
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    static int cache = -1;
+    return cached(&cache, detect_amx);
 }
 
-static bool detect_amx_bf16(void) {
+static int detect_amx_bf16(void) {
     if (!skv_cpu_amx()) return false;
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 22 & 1)) return false;   /* AMX-BF16 */
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);                /* AVX512-BF16 */
 }
 
-bool skv_cpu_amx_bf16(void) {   /* asked once per attention call: cpuid is a VM exit, so cache it */
-    static int cached = -1;
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        v = detect_amx_bf16();
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
+bool skv_cpu_amx_bf16(void) {
+    static int cache = -1;
+    return cached(&cache, detect_amx_bf16);
 }
