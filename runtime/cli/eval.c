@@ -14,7 +14,9 @@
  * Built with SKV_MPI (`make MPI=1` -> build/bin/smallkv-mpi): `mpirun -n N smallkv-mpi eval ...`
  * shards the pending units over the ranks (the i-th pending unit to rank i % N), each rank
  * writes RESULTS.json.rankK, and rank 0 merges them into RESULTS.json in unit order at the
- * end (docs/lab/long-context-tasks.md). */
+ * end (docs/lab/long-context-tasks.md).
+ * This file: the options, setup and the run; the tasks are in eval_fidelity.c and
+ * eval_generate.c, keys and records in eval_records.c, shard files in eval_shards.c. */
 #include "runtime/cli/cli.h"
 #include "eval/data.h"
 #include "eval/longctx.h"
@@ -38,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "runtime/cli/eval_cfg.h"
 #ifdef SKV_MPI
 #include <mpi.h>
 #endif
@@ -139,1054 +142,6 @@ static const char *EVAL_USAGE =
     "any rank count resumes from RESULTS.json and the shard files (depth: one process only).\n"
     "Policies and their options:\n";
 
-#define MAXL 64
-
-typedef struct {
-    const char *task, *llm_path, *slm_path, *profile_path, *out, *data_dir, *kv;
-    const char *gemm;              /* NULL until --gemm; then "int8" or "float" (matmul.h modes) */
-    const char *device;            /* the cells' device: "cpu" or "cuda" */
-    char defaults[512];            /* "name=value,..." policy option defaults from the flags */
-    char *pol_specs[MAXL]; int n_pols;
-    double budgets[MAXL]; int n_budgets;
-    char *corpora[MAXL]; int n_corpora;
-    int lengths[MAXL]; int n_lengths;
-    int depths[MAXL]; int n_depths;
-    char *bbh_tasks[MAXL]; int n_bbh;
-    int limit, tokens, prefill, max_new, threads, batch;
-    int variants;                  /* passkey units per (length, depth) */
-    int draft;                     /* generation tasks: speculative decoding with K drafts (0: off) */
-    bool chat;                     /* gsm8k, bbh, niah, longbench: the prompt as one user turn of the chat template */
-    bool chat_turns;               /* gsm8k, bbh: each few-shot example its own user/assistant turns */
-    int niah_kinds[SKV_NIAH_KINDS], n_niah_kinds, needles;   /* niah */
-    int pad_to;                    /* gsm8k, bbh: prompt tokens with pg-essays padding (0: none) */
-    char *subsets[MAXL]; int n_subsets;   /* longbench */
-    int max_length;                /* longbench: middle truncation to this many tokens */
-    /* sharding (MPI): rank of size; done: what OUT.json and every shard file held at the start
-     * (size > 1; store is then this rank's shard file); pending units seen so far, and their
-     * "task|unit|" prefixes in order (the merge's order) */
-    int rank, size;
-    skv_eval_store *done;
-    int n_pending;
-    char **order; int n_order, cap_order;
-    int before;                    /* records at the start */
-    const char *slm_depths, *write_profile;   /* depth task */
-    double max_kl_rise;
-    /* loaded */
-    skv_model *llm, *slm;
-    smallkv_pair *pair;            /* the sessions' view of llm and slm (borrowed) */
-    skv_profile *prof;
-    skv_model_fp fp_llm, fp_slm;
-    char prof_sha[65];
-    skv_eval_pol pols[MAXL];
-    skv_eval_ctx ctx;
-    skv_eval_store *store;
-    char git[64], command[2048];
-    /* progress */
-    double t_start, work_total, work_done, unit_work;
-    const char *unit_name;
-} eval_cfg;
-
-/* ------------------------------------------------------------------ list parsing */
-
-static int split(const char *s, char **out, int max) {
-    int n = 0;
-    char *dup = skv_strdup(s), *save = NULL;
-    if (!dup) return -1;
-    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (n == max) { free(dup); return -1; }
-        out[n++] = skv_strdup(t);
-    }
-    free(dup);
-    return n;
-}
-
-static int split_num(const char *s, double *out, int max, double lo, double hi) {
-    char *parts[MAXL];
-    int n = split(s, parts, max < MAXL ? max : MAXL);
-    if (n <= 0) return -1;
-    int bad = 0;
-    for (int i = 0; i < n; i++) {
-        char *end;
-        out[i] = strtod(parts[i], &end);
-        if (*end || !(out[i] >= lo && out[i] <= hi)) bad = 1;
-        free(parts[i]);
-    }
-    return bad ? -1 : n;
-}
-
-static void git_commit(char *out, size_t n) {
-    const char *env = getenv("SKV_GIT_COMMIT");
-    if (env && *env) { snprintf(out, n, "%s", env); return; }
-    snprintf(out, n, "unknown");
-    FILE *f = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
-    if (!f) return;
-    char buf[64] = {0};
-    if (fgets(buf, sizeof buf, f)) {
-        buf[strcspn(buf, "\n")] = 0;
-        if (buf[0]) snprintf(out, n, "%s", buf);
-    }
-    pclose(f);
-    /* what counts is the code: the results/ files an evaluation writes (the previous piece of
-     * a `make eval-*` target, say) do not make a tree dirty */
-    f = popen("git status --porcelain -uno -- . ':(exclude)results' 2>/dev/null | head -1", "r");
-    if (!f) return;
-    if (fgets(buf, sizeof buf, f) && buf[0] && strlen(out) + 7 < n) strcat(out, "-dirty");
-    pclose(f);
-}
-
-/* ------------------------------------------------------------------ progress */
-
-static void fmt_dur(double s, char *b, size_t n) {
-    if (!(s >= 0) || s > 1e7) { snprintf(b, n, "?"); return; }
-    int h = (int)(s / 3600), m = (int)(s / 60) % 60, sec = (int)s % 60;
-    if (h) snprintf(b, n, "%dh%02dm", h, m);
-    else snprintf(b, n, "%dm%02ds", m, sec);
-}
-
-static void show_progress(eval_cfg *c, double unit_frac) {
-    if (c->rank > 0) return;   /* sharded: rank 0 shows its own share, tagged */
-    const bool tty = isatty(2);
-    static double last_line;   /* off a terminal: a line per unit, or per minute within one */
-    if (!tty && unit_frac > 0 && skv_now() - last_line < 60) return;
-    if (!tty) last_line = skv_now();
-    double done = c->work_done + unit_frac * c->unit_work, el = skv_now() - c->t_start;
-    char e1[32], e2[32];
-    fmt_dur(el, e1, sizeof e1);
-    fmt_dur(done > 0 ? el / done * (c->work_total - done) : -1, e2, sizeof e2);
-    char tag[64] = "";
-    if (c->size > 1) snprintf(tag, sizeof tag, " rank 0/%d", c->size);
-    fprintf(stderr, "%s[%s%s] %-40.40s %5.1f%%  elapsed %s  ETA %s   %s", tty ? "\r" : "", c->task, tag,
-            c->unit_name ? c->unit_name : "", c->work_total > 0 ? 100.0 * done / c->work_total : 0, e1, e2,
-            tty ? "" : "\n");
-    fflush(stderr);
-}
-
-static void fid_progress(void *u, long done, long total) {
-    eval_cfg *c = u;
-    if (done % 16 == 0 || done == total) show_progress(c, total ? (double)done / total : 1);
-}
-
-/* ------------------------------------------------------------------ records */
-
-static cJSON *fp_json(const char *path, const skv_model_fp *fp) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "path", path);
-    cJSON_AddStringToObject(o, "name", fp->name);
-    cJSON_AddStringToObject(o, "arch", fp->arch);
-    cJSON_AddStringToObject(o, "weight_hash", fp->weight_hash);
-    cJSON_AddStringToObject(o, "tokenizer_hash", fp->tokenizer_hash);
-    return o;
-}
-
-static bool runs_slm(const skv_eval_pol *p) { return p->spec.desc->caps & SKV_POLICY_NEEDS_SLM; }
-static bool uses_profile(const eval_cfg *c, const skv_eval_pol *p) { return c->prof && skv_policy_spec_needs_map(&p->spec); }
-static double cell_budget(const skv_eval_pol *p, double budget) {
-    return p->spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1.0 : budget;
-}
-
-/* int8 prefill (the default gemm mode): records from before it ran the float GEMM, so an
- * int8 record names it in its key and a float one keeps the old key */
-static bool gemm_int8(const eval_cfg *c) { return !strcmp(c->device, "cpu") && skv_matmul_gemm_mode() == SKV_GEMM_INT8_ALL; }
-
-/* the opt-in bf16 prefill attention, where it runs: named in the key (exact keeps old keys) */
-static bool attn_bf16(const eval_cfg *c) { return !strcmp(c->device, "cpu") && !strcmp(smallkv_prefill_attention(), "bf16"); }
-
-static void make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n) {
-    /* the settings' defaults add nothing, so keys of earlier records stay as they were */
-    const bool compresses = !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL);
-    const bool on_cpu = !strcmp(c->device, "cpu");
-    snprintf(key, n, "%s|%s|%s|b=%g|llm=%.12s|slm=%.12s|prof=%.12s|kv=%s%s%s%s%s%s%s%s", c->task, unit, p->label,
-             cell_budget(p, budget), c->fp_llm.weight_hash, runs_slm(p) || c->draft ? c->fp_slm.weight_hash : "-",
-             uses_profile(c, p) ? c->prof_sha : "-", c->kv, compresses && c->ctx.budget_prompt ? "|base=prompt" : "",
-             c->chat_turns ? "|chat=turns" : c->chat ? "|chat" : "", compresses && c->ctx.per_head ? "|gran=head" : "", on_cpu ? "" : "|dev=",
-             on_cpu ? "" : c->device, gemm_int8(c) ? "|gemm=int8" : "", attn_bf16(c) ? "|attn=bf16" : "");
-}
-
-/* ------------------------------------------------------------------ units and shards */
-
-/* a record with this key exists: in this process's store, or (sharded) at the start */
-static bool have(const eval_cfg *c, const char *key) {
-    return skv_store_has(c->store, key) || (c->done && skv_store_has(c->done, key));
-}
-
-/* Whether a unit has cells to run, and whether this rank runs it. The decision only looks at
- * what existed at the start (sharded: c->done; one process: the store, where a unit's
- * records only appear once it ran), so every rank numbers the pending units alike: the i-th
- * goes to rank i % size. A unit with nothing to run counts its cells as done work. */
-static bool take_unit(eval_cfg *c, const char *unit, const skv_eval_pol *const *pl, int npl, double work) {
-    bool pending = false;
-    for (int p = 0; p < npl && !pending; p++)
-        for (int b = 0; b < c->n_budgets && !pending; b++) {
-            if ((pl[p]->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
-            char key[512];
-            make_key(c, unit, pl[p], c->budgets[b], key, sizeof key);
-            pending = !skv_store_has(c->done ? c->done : c->store, key);
-        }
-    if (!pending) { c->work_done += work; return false; }
-    const int i = c->n_pending++;
-    if (c->n_order == c->cap_order) {
-        const int nc = c->cap_order ? 2 * c->cap_order : 64;
-        char **no = realloc(c->order, (size_t)nc * sizeof *no);
-        if (no) { c->order = no; c->cap_order = nc; }
-    }
-    if (c->n_order < c->cap_order) {
-        char pre[600];
-        snprintf(pre, sizeof pre, "%s|%s|", c->task, unit);
-        if ((c->order[c->n_order] = skv_strdup(pre))) c->n_order++;
-    }
-    return i % c->size == c->rank;
-}
-
-/* the grid's policies as a list (generation tasks) */
-static int grid_pols(const eval_cfg *c, const skv_eval_pol **pl) {
-    for (int i = 0; i < c->n_pols; i++) pl[i] = &c->pols[i];
-    return c->n_pols;
-}
-
-/* the policy's options by name, from its table */
-static cJSON *options_json(const skv_eval_pol *p) {
-    cJSON *o = cJSON_CreateObject();
-    const skv_policy_desc *d = p->spec.desc;
-    for (int i = 0; i < d->n_opts; i++) {
-        const skv_opt_desc *od = &d->opts[i];
-        const double v = skv_opt_get(&p->spec, od);
-        if (od->type == SKV_OPT_ENUM) cJSON_AddStringToObject(o, od->name, od->values[(int)v]);
-        else if (od->type == SKV_OPT_BOOL) cJSON_AddBoolToObject(o, od->name, v != 0);
-        else cJSON_AddNumberToObject(o, od->name, v);
-    }
-    return o;
-}
-
-/* the wall time of the unit this record came from and how many cells shared it: a record's
- * share of the machine time is unit_seconds / unit_cells (the report sums it per command) */
-static void add_unit_time(cJSON *r, double seconds, int cells) {
-    cJSON_AddNumberToObject(r, "unit_seconds", seconds);
-    cJSON_AddNumberToObject(r, "unit_cells", cells);
-}
-
-static cJSON *base_record(const eval_cfg *c, const char *key, const skv_eval_pol *p, double budget, cJSON *unit) {
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "key", key);
-    cJSON_AddStringToObject(r, "task", c->task);
-    cJSON_AddItemToObject(r, "unit", unit);
-    cJSON_AddStringToObject(r, "policy", p->label);
-    cJSON_AddStringToObject(r, "policy_name", skv_eval_pol_name(p));
-    cJSON_AddNumberToObject(r, "budget", cell_budget(p, budget));
-    cJSON_AddStringToObject(r, "budget_base", c->ctx.budget_prompt ? "prompt" : "length");
-    cJSON_AddStringToObject(r, "granularity",
-                            c->ctx.per_head && !(p->spec.desc->caps & SKV_POLICY_KEEPS_ALL) ? "attention_head" : "kv_head");
-    if (c->chat) cJSON_AddBoolToObject(r, "chat_template", true);
-    if (c->chat_turns) cJSON_AddBoolToObject(r, "fewshot_turns", true);
-    cJSON_AddItemToObject(r, "options", options_json(p));
-    cJSON *m = cJSON_AddObjectToObject(r, "models");
-    cJSON_AddItemToObject(m, "llm", fp_json(c->llm_path, &c->fp_llm));
-    if ((runs_slm(p) || c->draft) && c->slm) cJSON_AddItemToObject(m, "slm", fp_json(c->slm_path, &c->fp_slm));
-    if (uses_profile(c, p)) {
-        cJSON *pj = cJSON_AddObjectToObject(m, "profile");
-        cJSON_AddStringToObject(pj, "path", c->profile_path);
-        cJSON_AddStringToObject(pj, "sha256", c->prof_sha);
-        cJSON_AddNumberToObject(pj, "depth", c->prof->depth);
-    }
-    cJSON_AddStringToObject(r, "git", c->git);
-    cJSON_AddStringToObject(r, "command", c->command);
-    cJSON *s = cJSON_AddObjectToObject(r, "settings");
-    cJSON_AddNumberToObject(s, "threads", omp_get_max_threads());
-    cJSON_AddStringToObject(s, "kv", c->kv);
-    if (strcmp(c->device, "cpu")) cJSON_AddStringToObject(s, "device", c->device);   /* cpu: as before */
-    else cJSON_AddStringToObject(s, "gemm", gemm_int8(c) ? "int8" : "float");
-    if (attn_bf16(c)) cJSON_AddStringToObject(s, "prefill_attn", "bf16");
-    cJSON_AddStringToObject(s, "data_dir", c->data_dir);
-    char date[32];
-    time_t now = time(NULL);
-    struct tm tmv;
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tmv));
-    cJSON_AddStringToObject(r, "date", date);
-    return r;
-}
-
-static void add_mem(cJSON *r, const skv_session_mem *m) {
-    cJSON *o = cJSON_AddObjectToObject(r, "memory");
-    cJSON_AddNumberToObject(o, "hot_bytes", (double)m->hot_used);
-    if (m->hot_meta) cJSON_AddNumberToObject(o, "hot_meta_bytes", (double)m->hot_meta);   /* part of hot_bytes */
-    cJSON_AddNumberToObject(o, "cold_bytes", (double)m->cold_used);
-    cJSON_AddNumberToObject(o, "slm_cache_bytes", (double)m->slm_cache);
-    cJSON_AddNumberToObject(o, "slm_weights_bytes", (double)m->slm_weights);
-    cJSON_AddNumberToObject(o, "hot_tokens", m->hot_tokens);
-    cJSON_AddNumberToObject(o, "budget_tokens", m->budget_tokens);
-    cJSON_AddNumberToObject(o, "full_equiv_bytes", (double)m->full_equiv);
-    if (m->pass_peak) {   /* kvzip's scoring passes */
-        cJSON_AddNumberToObject(o, "score_pass_seconds", m->pass_seconds);
-        cJSON_AddNumberToObject(o, "score_pass_peak_bytes", (double)m->pass_peak);
-    }
-}
-
-/* ------------------------------------------------------------------ depth */
-
-static int run_fidelity(eval_cfg *c, bool calibration);
-
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
-/* SmallKV's fidelity at several SLM depths, each with the profile's mapping cut to that
- * depth; then the table, the choice and (--write-profile) the profile with both. */
-static int run_depth(eval_cfg *c) {
-    if (!c->prof || !c->slm) { fprintf(stderr, "smallkv: eval depth needs --slm and --profile\n"); return CLI_USAGE; }
-    skv_profile *pr = c->prof;
-    const int l = pr->slm.n_layer, h = pr->slm.n_head;
-    int depths[MAXL], nd = 0;
-    if (c->slm_depths) {
-        double v[MAXL];
-        int n = split_num(c->slm_depths, v, MAXL, 1, l);
-        if (n <= 0) { fprintf(stderr, "smallkv: bad --slm-depths (SLM layers, 1..%d)\n", l); return CLI_USAGE; }
-        for (int i = 0; i < n; i++) depths[nd++] = (int)v[i];
-    } else {
-        for (int d = 4; d < l; d += 4) depths[nd++] = d;
-        depths[nd++] = pr->depth;
-    }
-    depths[nd++] = l;   /* the reference: every layer */
-    qsort(depths, (size_t)nd, sizeof *depths, cmp_int);
-    int u = 0;
-    for (int i = 0; i < nd; i++) if (!u || depths[u - 1] != depths[i]) depths[u++] = depths[i];
-    nd = u;
-    /* the smallkv spec to vary: the first smallkv in --policies, else the default */
-    char base[160] = "smallkv";
-    for (int i = 0; i < c->n_pols; i++)
-        if (!strncmp(c->pol_specs[i], "smallkv", 7)) { snprintf(base, sizeof base, "%s", c->pol_specs[i]); break; }
-    int32_t *maps = skv_malloc((size_t)nd * pr->n_llm * sizeof *maps, "depth maps");
-    if (!maps) return cli_fail(NULL);
-    const float *S = skv_profile_sim(pr, pr->metric);
-    for (int i = 0; i < c->n_pols; i++) free(c->pol_specs[i]);
-    c->n_pols = 0;
-    for (int i = 0; i < nd; i++) {
-        char spec[256];
-        snprintf(spec, sizeof spec, "%s:depth=%d", base, depths[i]);
-        if (skv_eval_pol_parse(spec, c->defaults, &c->pols[i])) { free(maps); return cli_fail(NULL); }
-        skv_map_argmax(S, pr->n_llm, pr->n_slm, depths[i] * h, maps + (size_t)i * pr->n_llm);
-        c->pols[i].map = maps + (size_t)i * pr->n_llm;
-        c->pol_specs[i] = skv_strdup(spec);
-        c->n_pols++;
-    }
-    int rc = run_fidelity(c, false);
-    if (rc != CLI_OK) { free(maps); return rc; }
-    /* the table: means over the units at the first budget */
-    const double b = c->budgets[0];
-    skv_profile_depth_evidence ev;
-    memset(&ev, 0, sizeof ev);
-    ev.budget = b; ev.max_kl_rise = c->max_kl_rise; ev.tokens = c->tokens; ev.prefill = c->prefill;
-    ev.units = c->n_corpora * c->limit;
-    printf("SmallKV by SLM depth (budget %g, %d document%s of %d tokens, %d prefilled; %s):\n", b, ev.units,
-           ev.units > 1 ? "s" : "", c->tokens, c->prefill, c->prof->path ? c->prof->path : "profile");
-    printf("  depth   KL mean   top-1   SLM ms/step   step ms\n");
-    for (int i = 0; i < nd && ev.n < SKV_DEPTH_ROWS_MAX; i++) {
-        double kl = 0, top1 = 0, slm = 0, step = 0;
-        int n = 0, timed = 0;
-        for (int ci = 0; ci < c->n_corpora; ci++)
-            for (int d = 0; d < c->limit; d++) {
-                char unit[128], key[512];
-                snprintf(unit, sizeof unit, "%s#%d,N=%d,P=%d", c->corpora[ci], d, c->tokens, c->prefill);
-                make_key(c, unit, &c->pols[i], b, key, sizeof key);
-                const cJSON *r = skv_store_find(c->store, key), *m = r ? cJSON_GetObjectItemCaseSensitive(r, "metrics") : NULL;
-                if (!m) continue;
-                double steps = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "steps"));
-                kl += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "kl_mean"));
-                top1 += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "top1"));
-                const cJSON *ss = cJSON_GetObjectItemCaseSensitive(r, "slm_seconds"), *sp = cJSON_GetObjectItemCaseSensitive(r, "seconds_per_step");
-                if (cJSON_IsNumber(ss) && cJSON_IsNumber(sp) && steps > 0) {
-                    slm += 1e3 * ss->valuedouble / steps;
-                    step += 1e3 * sp->valuedouble;
-                    timed++;
-                }
-                n++;
-            }
-        if (n == 0) continue;
-        skv_depth_row *row = &ev.rows[ev.n++];
-        row->depth = depths[i];
-        row->kl_mean = kl / n;
-        row->top1 = top1 / n;
-        row->slm_ms = timed ? slm / timed : -1;
-        printf("  %5d  %8.4f  %6.3f  ", row->depth, row->kl_mean, row->top1);
-        if (timed) printf("%11.2f  %8.2f\n", row->slm_ms, step / timed); else printf("%11s  %8s\n", "-", "-");
-    }
-    free(maps);
-    if (ev.n == 0 || ev.rows[ev.n - 1].depth != l) { fprintf(stderr, "smallkv: eval depth: no records for the deepest cell\n"); return CLI_ERR; }
-    const double ref = ev.rows[ev.n - 1].kl_mean;
-    ev.chosen = l;
-    for (int i = 0; i < ev.n; i++)
-        if (ev.rows[i].kl_mean <= ref * (1 + c->max_kl_rise)) { ev.chosen = ev.rows[i].depth; break; }
-    printf("chosen depth: %d (smallest with KL <= %.4f = (1 + %g) x KL at all %d layers; the profile says %d)\n",
-           ev.chosen, ref * (1 + c->max_kl_rise), c->max_kl_rise, l, pr->depth);
-    if (c->write_profile) {
-        if (skv_profile_set_depth(pr, ev.chosen)) return cli_fail(NULL);
-        pr->depth_ev = ev;
-        if (skv_profile_write(pr, c->write_profile)) return cli_fail(NULL);
-        printf("wrote %s (depth %d, with the table above)\n", c->write_profile, ev.chosen);
-    }
-    return CLI_OK;
-}
-
-/* ------------------------------------------------------------------ fidelity / calibration */
-
-static int run_fidelity(eval_cfg *c, bool calibration) {
-    /* cells: the grid, or for calibration smallkv profile vs online at each budget */
-    skv_eval_pol cal[2];
-    const skv_eval_pol *pl[MAXL];
-    int npl = 0;
-    if (calibration) {
-        if (!c->prof) { fprintf(stderr, "smallkv: eval calibration needs --profile\n"); return CLI_USAGE; }
-        for (int k = 0; k < 2; k++) {
-            if (skv_eval_pol_parse(k ? "smallkv:online" : "smallkv:profile", c->defaults, &cal[k])) return cli_fail(NULL);
-            pl[npl++] = &cal[k];
-        }
-    } else {
-        for (int i = 0; i < c->n_pols; i++) pl[npl++] = &c->pols[i];
-    }
-    const int steps = c->tokens - 1 - c->prefill;
-    if (steps < 1) { fprintf(stderr, "smallkv: --tokens must exceed --prefill + 1\n"); return CLI_USAGE; }
-    /* plan */
-    int n_units = c->n_corpora * c->limit;
-    c->work_total = 0;
-    for (int u = 0; u < n_units; u++) c->work_total += steps;   /* reference */
-    c->work_total *= 1 + npl * c->n_budgets;
-    for (int ci = 0; ci < c->n_corpora; ci++) {
-        size_t len;
-        char *text = skv_eval_corpus(c->data_dir, c->corpora[ci], &len);
-        if (!text) return cli_fail(NULL);
-        for (int d = 0; d < c->limit; d++) {
-            char unit[128];
-            snprintf(unit, sizeof unit, "%s#%d,N=%d,P=%d", c->corpora[ci], d, c->tokens, c->prefill);
-            if (!take_unit(c, unit, pl, npl, (double)steps * (1 + npl * c->n_budgets))) continue;
-            skv_fid_cell cells[MAXL * MAXL / 4];
-            char keys[MAXL * MAXL / 4][512];
-            int n = 0;
-            for (int p = 0; p < npl; p++)
-                for (int b = 0; b < c->n_budgets; b++) {
-                    if ((pl[p]->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
-                    if (n == (int)(sizeof cells / sizeof *cells)) break;
-                    make_key(c, unit, pl[p], c->budgets[b], keys[n], sizeof keys[n]);
-                    if (have(c, keys[n])) continue;
-                    memset(&cells[n], 0, sizeof cells[n]);
-                    cells[n].pol = pl[p];
-                    cells[n].budget = c->budgets[b];
-                    n++;
-                }
-            if (!n) { c->work_done += (double)steps * (1 + npl * c->n_budgets); continue; }
-            int *toks = NULL;
-            if (skv_eval_document(c->llm->tok, text, len, c->tokens, d, &toks) < 0) { free(text); return cli_fail(c->corpora[ci]); }
-            c->unit_name = unit;
-            c->unit_work = (double)steps * (1 + n);
-            const double t_unit = skv_now();
-            int rc = skv_eval_fidelity(&c->ctx, toks, c->tokens, c->prefill, cells, n,
-                                       c->prof ? c->prof->map_full : NULL, fid_progress, c);
-            free(toks);
-            const double unit_s = skv_now() - t_unit;
-            if (rc) { free(text); for (int i = 0; i < n; i++) skv_fid_free(&cells[i].acc); return cli_fail(unit); }
-            c->work_done += (double)steps * (1 + npl * c->n_budgets);
-            show_progress(c, 0);
-            for (int i = 0; i < n; i++) {
-                skv_fid_summary s;
-                skv_fid_summarize(&cells[i].acc, &s);
-                cJSON *uj = cJSON_CreateObject();
-                cJSON_AddStringToObject(uj, "corpus", c->corpora[ci]);
-                cJSON_AddNumberToObject(uj, "doc", d);
-                cJSON_AddNumberToObject(uj, "tokens", c->tokens);
-                cJSON_AddNumberToObject(uj, "prefill", c->prefill);
-                cJSON *r = base_record(c, keys[i], cells[i].pol, cells[i].budget, uj);
-                cJSON *m = cJSON_AddObjectToObject(r, "metrics");
-                cJSON_AddNumberToObject(m, "steps", s.steps);
-                cJSON_AddNumberToObject(m, "kl_mean", s.kl_mean);
-                cJSON_AddNumberToObject(m, "kl_p95", s.kl_p95);
-                cJSON_AddNumberToObject(m, "kl_max", s.kl_max);
-                cJSON_AddNumberToObject(m, "top1", s.top1);
-                cJSON_AddNumberToObject(m, "ppl_full", s.ppl_ref);
-                cJSON_AddNumberToObject(m, "ppl", s.ppl_pol);
-                cJSON_AddNumberToObject(m, "ppl_ratio", s.ppl_ratio);
-                cJSON_AddNumberToObject(m, "nll_full_mean", log(s.ppl_ref));
-                cJSON_AddNumberToObject(m, "nll_mean", log(s.ppl_pol));
-                cJSON_AddNumberToObject(m, "restores", cells[i].restores);
-                if (cells[i].heads) {
-                    cJSON_AddNumberToObject(m, "map_agreement", (double)cells[i].agree_heads / cells[i].heads);
-                    cJSON_AddNumberToObject(m, "map_agreement_full", (double)cells[i].agree_full / cells[i].heads);
-                    cJSON_AddNumberToObject(m, "heads", cells[i].heads);
-                }
-                if (calibration && c->prof) {
-                    cJSON_AddNumberToObject(m, "profile_mean_matched_jaccard", skv_profile_mean_matched(c->prof, SKV_METRIC_JACCARD));
-                    cJSON_AddNumberToObject(m, "profile_mean_matched_cosine", skv_profile_mean_matched(c->prof, SKV_METRIC_COSINE));
-                }
-                add_mem(r, &cells[i].mem);
-                cJSON_AddBoolToObject(r, "shared_prefill", cells[i].shared_prefill);
-                cJSON_AddNumberToObject(r, "prefill_seconds", cells[i].prefill_s);
-                cJSON_AddNumberToObject(r, "batch", c->ctx.batch > 1 ? c->ctx.batch : 1);
-                add_unit_time(r, unit_s, n);
-                if (cells[i].timed) {   /* decode time of this cell alone (--batch 1) */
-                    cJSON_AddNumberToObject(r, "seconds", cells[i].seconds);
-                    cJSON_AddNumberToObject(r, "seconds_per_step", cells[i].seconds / (s.steps ? s.steps : 1));
-                    if (runs_slm(cells[i].pol)) cJSON_AddNumberToObject(r, "slm_seconds", cells[i].slm_s);
-                }
-                skv_fid_free(&cells[i].acc);
-                if (skv_store_add(c->store, r)) { free(text); return cli_fail(NULL); }
-            }
-            if (isatty(2)) fputc('\n', stderr);
-        }
-        free(text);
-    }
-    return CLI_OK;
-}
-
-/* ------------------------------------------------------------------ generation tasks */
-
-typedef struct { int n_digits; } pk_stop_u;
-static bool passkey_stop(const char *text, void *u) {
-    (void)u;
-    const char *p = text;
-    while (*p && !(*p >= '0' && *p <= '9')) p++;
-    if (!*p) return false;
-    while (*p >= '0' && *p <= '9') p++;
-    return *p != 0;   /* a non-digit after the first number */
-}
-
-/* what a generation unit's output is scored against: passkey, gsm8k, bbh: gold; niah: the
- * asked values (recall); longbench: the reference answers (best ROUGE-L) */
-enum { GEN_PASSKEY = 0, GEN_GSM8K = 1, GEN_BBH = 2, GEN_NIAH = 3, GEN_LONGBENCH = 4 };
-typedef struct { const char *const *refs; int n_refs; } gen_refs;
-
-/* Run every pending cell of one unit (same context for all: one shared prefill, decoded
- * together) and store records. */
-static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *ctx, int n_ctx, const int *q, int n_q,
-                    int max_new, skv_eval_stop stop, void *stop_u, const char *gold, int kind, const gen_refs *refs) {
-    skv_gen_cell cells[MAXL * MAXL / 4];
-    char keys[MAXL * MAXL / 4][512];
-    int n = 0, rc = CLI_OK;
-    for (int p = 0; p < c->n_pols; p++)
-        for (int b = 0; b < c->n_budgets; b++) {
-            const skv_eval_pol *pol = &c->pols[p];
-            if ((pol->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
-            if (n == (int)(sizeof cells / sizeof *cells)) break;
-            make_key(c, unit, pol, c->budgets[b], keys[n], sizeof keys[n]);
-            if (have(c, keys[n])) { c->work_done += 1; continue; }
-            memset(&cells[n], 0, sizeof cells[n]);
-            cells[n].pol = pol;
-            cells[n].budget = c->budgets[b];
-            n++;
-        }
-    c->unit_name = unit;
-    c->unit_work = n;
-    const double t_unit = skv_now();
-    if (n && (c->draft ? skv_eval_generate_draft(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, stop_u, c->draft)
-                       : skv_eval_generate_cells(&c->ctx, cells, n, ctx, n_ctx, q, n_q, max_new, stop, stop_u))) {
-        cJSON_Delete(unit_json);
-        return cli_fail(unit);
-    }
-    const double unit_s = skv_now() - t_unit;
-    for (int i = 0; i < n; i++) {
-        const skv_eval_pol *pol = cells[i].pol;
-        skv_gen_out *g = &cells[i].out;
-        char pred[256] = "";
-        bool ok = false;
-        double score = 0, rp = 0, rr = 0;
-        if (kind == GEN_PASSKEY) { skv_first_digits(g->text, pred, sizeof pred); ok = !strcmp(pred, gold); }
-        else if (kind == GEN_GSM8K) { skv_extract_gsm8k(g->text, pred, sizeof pred); ok = !strcmp(pred, gold); }
-        else if (kind == GEN_BBH) { skv_extract_bbh(g->text, pred, sizeof pred); ok = skv_bbh_match(pred, gold); }
-        else if (kind == GEN_NIAH) {
-            score = skv_recall_values(g->text, refs->refs, refs->n_refs);
-            ok = score == 1;
-            size_t o = 0;   /* the asked values found, in the order asked */
-            for (int k = 0; k < refs->n_refs; k++)
-                if (strcasestr(g->text, refs->refs[k]) && o + strlen(refs->refs[k]) + 2 < sizeof pred)
-                    o += (size_t)snprintf(pred + o, sizeof pred - o, "%s%s", o ? "," : "", refs->refs[k]);
-        } else {   /* LongBench: the best ROUGE-L F over the answers */
-            for (int k = 0; k < refs->n_refs; k++) {
-                double f, pp, rr2;
-                if (skv_rouge_l(g->text, refs->refs[k], &f, &pp, &rr2)) { rc = cli_fail(unit); f = pp = rr2 = 0; }
-                if (k == 0 || f > score) { score = f; rp = pp; rr = rr2; }
-            }
-        }
-        cJSON *r = base_record(c, keys[i], pol, cells[i].budget, cJSON_Duplicate(unit_json, 1));
-        cJSON *m = cJSON_AddObjectToObject(r, "metrics");
-        if (kind == GEN_LONGBENCH) {
-            cJSON_AddNumberToObject(m, "score", score);
-            cJSON_AddNumberToObject(m, "rouge_l", score);
-            cJSON_AddNumberToObject(m, "rouge_l_p", rp);
-            cJSON_AddNumberToObject(m, "rouge_l_r", rr);
-        } else {
-            cJSON_AddBoolToObject(m, "correct", ok);
-            if (kind == GEN_NIAH) { cJSON_AddNumberToObject(m, "score", score); cJSON_AddNumberToObject(m, "recall", score); }
-            cJSON_AddStringToObject(m, "pred", pred);
-            cJSON_AddStringToObject(m, "gold", gold);
-        }
-        cJSON_AddNumberToObject(m, "prompt_tokens", n_ctx + n_q);
-        cJSON_AddNumberToObject(m, "generated_tokens", g->n_gen);
-        cJSON_AddStringToObject(m, "output", g->text);
-        add_mem(r, &g->mem);
-        cJSON_AddBoolToObject(r, "shared_prefill", cells[i].shared_prefill);
-        cJSON_AddNumberToObject(r, "prefill_seconds", g->prefill_s);
-        cJSON_AddNumberToObject(r, "decode_seconds_all_cells", g->decode_s);
-        cJSON_AddNumberToObject(r, "cells_together", c->draft ? 1 : n);
-        add_unit_time(r, unit_s, n);
-        if (c->draft) {
-            cJSON *sp = cJSON_AddObjectToObject(r, "speculative");
-            cJSON_AddNumberToObject(sp, "draft", c->draft);
-            cJSON_AddNumberToObject(sp, "llm_passes", g->spec_passes);
-            cJSON_AddNumberToObject(sp, "drafted", g->spec_drafted);
-            cJSON_AddNumberToObject(sp, "accepted", g->spec_accepted);
-            cJSON_AddNumberToObject(sp, "decode_seconds", g->decode_s);
-        }
-        c->work_done += 1;
-        if (rc == CLI_OK && skv_store_add(c->store, r)) rc = cli_fail(NULL);
-    }
-    for (int i = 0; i < n; i++) free(cells[i].out.text);
-    cJSON_Delete(unit_json);
-    show_progress(c, 0);
-    return rc;
-}
-
-static int n_cells(const eval_cfg *c) {
-    int n = 0;
-    for (int p = 0; p < c->n_pols; p++) n += c->pols[p].spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1 : c->n_budgets;
-    return n;
-}
-
-static int run_passkey(eval_cfg *c) {
-    size_t len;
-    char *filler = skv_eval_corpus(c->data_dir, "pg-essays", &len);
-    if (!filler) return cli_fail(NULL);
-    c->work_total = (double)c->n_lengths * c->n_depths * c->variants * n_cells(c);
-    int rc = CLI_OK;
-    for (int li = 0; li < c->n_lengths && rc == CLI_OK; li++)
-        for (int di = 0; di < c->n_depths && rc == CLI_OK; di++)
-            for (int v = 0; v < c->variants && rc == CLI_OK; v++) {
-                int L = c->lengths[li], D = c->depths[di], key = skv_passkey_key(L, D, (unsigned)v + 1);
-                /* variant 0 keeps the name (and unit JSON) of the single-variant runs, so their
-                 * results files resume and their records still pair with new ones in reports */
-                char unit[64], gold[16];
-                if (v) snprintf(unit, sizeof unit, "len=%d,depth=%d,v=%d", L, D, v);
-                else snprintf(unit, sizeof unit, "len=%d,depth=%d", L, D);
-                const skv_eval_pol *pl[MAXL];
-                if (!take_unit(c, unit, pl, grid_pols(c, pl), n_cells(c))) continue;
-                int *ctx = NULL, *q = NULL, nc, nq;
-                if (skv_passkey_build(c->llm->tok, filler, len, L, D, key, v % SKV_PASSKEY_PHRASINGS, &ctx, &nc, &q, &nq)) {
-                    rc = cli_fail("passkey");
-                    break;
-                }
-                snprintf(gold, sizeof gold, "%d", key);
-                cJSON *uj = cJSON_CreateObject();
-                cJSON_AddNumberToObject(uj, "length", L);
-                cJSON_AddNumberToObject(uj, "depth", D);
-                if (v) cJSON_AddNumberToObject(uj, "variant", v);   /* absent: variant 0 */
-                cJSON_AddNumberToObject(uj, "context_tokens", nc);
-                rc = gen_unit(c, unit, uj, ctx, nc, q, nq, c->max_new > 0 ? c->max_new : 8, passkey_stop, NULL, gold,
-                              GEN_PASSKEY, NULL);
-                free(ctx); free(q);
-            }
-    free(filler);
-    return rc;
-}
-
-static char *concat3(const char *a, const char *b, const char *d) {
-    size_t n = strlen(a) + strlen(b) + strlen(d) + 1;
-    char *o = skv_malloc(n, "prompt");
-    if (o) snprintf(o, n, "%s%s%s", a, b, d);
-    return o;
-}
-
-/* gsm8k (kind 1) and bbh (kind 2): where a few-shot example's question starts and where its
- * answer starts (the answer mark ends the question's text) */
-static const char *const QUESTION_MARK[3] = {"", "Question: ", "Q: "};
-static const char *const ANSWER_MARK[3] = {"", "\nAnswer:", "\nA: Let's think step by step."};
-
-/* A rendered chat text (heap, NULL after an error) as token ids, specials parsed; frees it.
- * The count (*ids heap), or -1 + error. */
-static int encode_chat(const eval_cfg *c, char *chat, int **ids) {
-    int n = chat ? skv_tokenize(c->llm->tok, chat, strlen(chat), true, NULL, 0) : -1;
-    if (n > 0 && (*ids = skv_malloc((size_t)n * sizeof(int), "token ids")))
-        n = skv_tokenize(c->llm->tok, chat, strlen(chat), true, *ids, n);
-    else if (n > 0) n = -1;
-    free(chat);
-    return n;
-}
-
-/* A prompt text as token ids: plain (BOS when the tokenizer adds one), or with --chat as one
- * user turn of the model's chat template, the assistant's header last (specials parsed).
- * The count (*ids heap), or -1 + error. */
-static int encode_prompt(const eval_cfg *c, const char *text, int **ids) {
-    *ids = NULL;
-    if (!c->chat) return skv_eval_tokenize(c->llm->tok, text, strlen(text), skv_tok_add_bos(c->llm->tok), ids);
-    return encode_chat(c, skv_chat_prompt(c->llm->tok, NULL, text), ids);
-}
-
-/* --chat-turns: the few-shot text `shots` as user/assistant turns, then `question` (its
- * answer mark included) as the last user turn, the assistant's header last. Count (*ids heap),
- * or -1 + error. */
-static int encode_turns(const eval_cfg *c, int kind, const char *shots, const char *question, int **ids) {
-    *ids = NULL;
-    char **turns = NULL;
-    const int nt = skv_fewshot_turns(shots, QUESTION_MARK[kind], ANSWER_MARK[kind], question, &turns);
-    if (nt < 0) return -1;
-    const char **roles = skv_malloc((size_t)nt * sizeof(char *), "chat roles");
-    char *chat = NULL;
-    if (roles) {
-        for (int i = 0; i < nt; i++) roles[i] = i % 2 ? "assistant" : "user";
-        chat = skv_chat_render(c->llm->tok, roles, (const char *const *)turns, nt);
-    }
-    free(roles);
-    skv_fewshot_turns_free(turns, nt);
-    return encode_chat(c, chat, ids);
-}
-
-/* The tokens of pg-essays' first n_min tokens or more (no BOS), for padding and haystacks.
- * Count (*out heap), or -1 + error. */
-static int filler_tokens(const eval_cfg *c, int n_min, int **out) {
-    size_t len;
-    char *text = skv_eval_corpus(c->data_dir, "pg-essays", &len);
-    if (!text) return -1;
-    size_t use = (size_t)n_min * 8 + 4096;
-    if (use > len) use = len;
-    int n = skv_eval_tokenize(c->llm->tok, text, use, false, out);
-    free(text);
-    if (n >= 0 && n < n_min) {
-        free(*out);
-        *out = NULL;
-        return skv_error("pg-essays has %d tokens, %d needed", n, n_min);
-    }
-    return n;
-}
-
-/* --pad-to: pg-essays prose (its first k tokens as text), a blank line, then the prompt
- * text, k chosen so the encoded prompt has pad_to tokens (re-encoding can join tokens at the
- * seam: a few rounds, keeping the longest that fits). The prompt as encode_prompt gives it;
- * *pad the k used (0: the prompt alone is already that long). */
-static int pad_prompt(const eval_cfg *c, const int *fill, int n_fill, const char *text, int **ids, int *pad) {
-    *pad = 0;
-    const int n0 = encode_prompt(c, text, ids);
-    if (n0 < 0 || n0 >= c->pad_to) return n0;
-    free(*ids);
-    *ids = NULL;
-    int k = c->pad_to - n0 - 1, best = -1;
-    for (int round = 0; round < 8; round++) {
-        if (k > n_fill) { free(*ids); *ids = NULL; return skv_error("--pad-to %d: pg-essays too short", c->pad_to); }
-        char *p = skv_pad_text(c->llm->tok, fill, k), *full = p ? concat3(p, "\n\n", text) : NULL;
-        int *t = NULL;
-        const int n = full ? encode_prompt(c, full, &t) : -1;
-        free(p); free(full);
-        if (n < 0) { free(*ids); *ids = NULL; return -1; }
-        if (n <= c->pad_to && n > best) { free(*ids); *ids = t; best = n; *pad = k; }
-        else free(t);
-        if (n == c->pad_to) break;
-        k += c->pad_to - n;
-        if (k < 0) k = 0;
-    }
-    if (best < 0) return skv_error("--pad-to %d: no padding fits", c->pad_to);
-    return best;
-}
-
-static int run_text_task(eval_cfg *c, int kind) {
-    char path[4400];
-    int rc = CLI_OK;
-    const int limit = c->limit > 0 ? c->limit : (kind == 1 ? 20 : 10);
-    const int ntask = kind == 1 ? 1 : c->n_bbh;
-    c->work_total = (double)limit * ntask * n_cells(c);
-    char *shots = NULL;
-    int *fill = NULL, n_fill = 0;
-    if (skv_eval_need(c->data_dir, kind == 1 ? "gsm8k" : "bbh")) return cli_fail(NULL);
-    if (c->pad_to && (n_fill = filler_tokens(c, c->pad_to, &fill)) < 0) return cli_fail("--pad-to");
-    if (kind == 1) {
-        snprintf(path, sizeof path, "%.4000s/gsm8k/train.jsonl", c->data_dir);
-        if (!(shots = skv_gsm8k_fewshot(path, 4))) { free(fill); return cli_fail(NULL); }
-        snprintf(path, sizeof path, "%.4000s/gsm8k/test.jsonl", c->data_dir);
-    }
-    const skv_eval_pol *pl[MAXL];
-    const int npl = grid_pols(c, pl);
-    for (int t = 0; t < ntask && rc == CLI_OK; t++) {
-        if (kind == 2 && !(shots = skv_bbh_prompt(c->data_dir, c->bbh_tasks[t]))) { free(fill); return cli_fail(NULL); }
-        for (int i = 0; i < limit && rc == CLI_OK; i++) {
-            char *in = NULL, *gold = NULL;
-            int r = kind == 1 ? skv_gsm8k_item(path, i, &in, &gold) : skv_bbh_item(c->data_dir, c->bbh_tasks[t], i, &in, &gold);
-            if (r > 0) break;
-            if (r < 0) { rc = cli_fail(NULL); break; }
-            /* the padded prompt is another unit: its own name (and key); unpadded as before */
-            char unit[160];
-            if (c->pad_to) snprintf(unit, sizeof unit, "%s#%d,pad=%d", kind == 1 ? "test" : c->bbh_tasks[t], i, c->pad_to);
-            else snprintf(unit, sizeof unit, "%s#%d", kind == 1 ? "test" : c->bbh_tasks[t], i);
-            if (!take_unit(c, unit, pl, npl, n_cells(c))) { free(in); free(gold); continue; }
-            char *prompt = concat3(shots, kind == 1 ? "" : "\n\n", QUESTION_MARK[kind]);
-            char *full = prompt ? concat3(prompt, in, ANSWER_MARK[kind]) : NULL;
-            int *ids = NULL, n = -1, pad = 0;
-            if (full && c->chat_turns) {
-                char *q = concat3(QUESTION_MARK[kind], in, ANSWER_MARK[kind]);
-                n = q ? encode_turns(c, kind, shots, q, &ids) : -1;
-                free(q);
-            }
-            else if (full) n = c->pad_to ? pad_prompt(c, fill, n_fill, full, &ids, &pad) : encode_prompt(c, full, &ids);
-            if (n < 2) { rc = cli_fail("prompt"); }
-            else {
-                cJSON *uj = cJSON_CreateObject();
-                cJSON_AddStringToObject(uj, "subset", kind == 1 ? "test" : c->bbh_tasks[t]);
-                cJSON_AddNumberToObject(uj, "index", i);
-                if (c->pad_to) {
-                    cJSON_AddNumberToObject(uj, "pad_to", c->pad_to);
-                    cJSON_AddNumberToObject(uj, "pad_tokens", pad);
-                }
-                /* the prompt's last token is fed as a decode step (query after compression) */
-                rc = gen_unit(c, unit, uj, ids, n - 1, ids + n - 1, 1, c->max_new > 0 ? c->max_new : 256,
-                              kind == 1 ? skv_gsm8k_stop : skv_bbh_stop, NULL, gold, kind, NULL);
-            }
-            free(ids); free(full); free(prompt); free(in); free(gold);
-        }
-        if (kind == 2) { free(shots); shots = NULL; }
-    }
-    free(shots);
-    free(fill);
-    return rc;
-}
-
-/* The chat template around a user text, as tokens: *pre the head (up to the text), *mid the
- * rest (end of the turn, the assistant's header). 0 or -1 + error. */
-static int chat_wrap(const eval_cfg *c, int **pre, int *n_pre, int **mid, int *n_mid) {
-    static const char MARK[] = "\x01SKV-USER-TEXT\x01";
-    *pre = *mid = NULL;
-    char *chat = skv_chat_prompt(c->llm->tok, NULL, MARK);
-    char *at = chat ? strstr(chat, MARK) : NULL;
-    if (!at) { free(chat); return chat ? skv_error("chat template: the user text is not in it") : -1; }
-    *at = 0;
-    const char *tail = at + strlen(MARK);
-    int rc = -1;
-    for (int k = 0; k < 2; k++) {
-        const char *s = k ? tail : chat;
-        int **o = k ? mid : pre, *no = k ? n_mid : n_pre;
-        *no = skv_tokenize(c->llm->tok, s, strlen(s), true, NULL, 0);
-        if (*no < 0 || !(*o = skv_malloc((size_t)*no * sizeof(int) + 1, "chat tokens"))) goto done;
-        if (skv_tokenize(c->llm->tok, s, strlen(s), true, *o, *no) != *no) { skv_error("tokenizer: inconsistent counts"); goto done; }
-    }
-    rc = 0;
-done:
-    free(chat);
-    if (rc) { free(*pre); free(*mid); *pre = *mid = NULL; }
-    return rc;
-}
-
-/* niah: per kind, length, depth and variant one unit; the prompt is exactly the length, its
- * last token fed as a decode step (the question is in the prefill, as RULER's prompt has it) */
-static int run_niah(eval_cfg *c) {
-    int max_len = 0;
-    for (int i = 0; i < c->n_lengths; i++) if (c->lengths[i] > max_len) max_len = c->lengths[i];
-    int *fill = NULL, *pre = NULL, *mid = NULL, n_pre = 0, n_mid = 0, bos;
-    const int n_fill = filler_tokens(c, max_len, &fill);
-    if (n_fill < 0) return cli_fail("niah");
-    if (c->chat) {
-        if (chat_wrap(c, &pre, &n_pre, &mid, &n_mid)) { free(fill); return cli_fail("niah --chat"); }
-    } else if (skv_tok_add_bos(c->llm->tok)) {
-        bos = skv_tok_bos(c->llm->tok);
-        pre = skv_malloc(sizeof(int), "bos");
-        if (!pre) { free(fill); return cli_fail(NULL); }
-        pre[0] = bos;
-        n_pre = 1;
-    }
-    const skv_niah_wrap wrap = {.pre = pre, .n_pre = n_pre, .mid = mid, .n_mid = n_mid};
-    c->work_total = (double)c->n_niah_kinds * c->n_lengths * c->n_depths * c->variants * n_cells(c);
-    const skv_eval_pol *pl[MAXL];
-    const int npl = grid_pols(c, pl);
-    int rc = CLI_OK;
-    for (int ki = 0; ki < c->n_niah_kinds && rc == CLI_OK; ki++)
-        for (int li = 0; li < c->n_lengths && rc == CLI_OK; li++)
-            for (int di = 0; di < c->n_depths && rc == CLI_OK; di++)
-                for (int v = 0; v < c->variants && rc == CLI_OK; v++) {
-                    const skv_niah_kind kind = (skv_niah_kind)c->niah_kinds[ki];
-                    const int L = c->lengths[li], D = c->depths[di];
-                    const int needles = kind == SKV_NIAH_SINGLE ? 1 : c->needles;
-                    char unit[160];
-                    if (kind == SKV_NIAH_SINGLE) snprintf(unit, sizeof unit, "single,len=%d,depth=%d,v=%d", L, D, v);
-                    else snprintf(unit, sizeof unit, "%s%d,len=%d,depth=%d,v=%d", skv_niah_kind_name(kind), needles, L, D, v);
-                    if (!take_unit(c, unit, pl, npl, n_cells(c))) continue;
-                    skv_niah_unit u;
-                    if (skv_niah_build(c->llm->tok, fill, n_fill, &wrap, kind, L, D, needles, skv_niah_seed(kind, L, D, v), &u)) {
-                        rc = cli_fail(unit);
-                        break;
-                    }
-                    const char *refs[SKV_NIAH_MAX_NEEDLES];
-                    char gold[SKV_NIAH_MAX_NEEDLES * (SKV_NIAH_VALUE_DIGITS + 1) + 1] = "";
-                    for (int k = 0; k < u.n_gold; k++) {
-                        refs[k] = u.values[k];
-                        strcat(gold, k ? "," : "");
-                        strcat(gold, u.values[k]);
-                    }
-                    cJSON *uj = cJSON_CreateObject(), *nd = cJSON_CreateArray();
-                    cJSON_AddStringToObject(uj, "kind", skv_niah_kind_name(kind));
-                    cJSON_AddNumberToObject(uj, "length", L);
-                    cJSON_AddNumberToObject(uj, "depth", D);
-                    cJSON_AddNumberToObject(uj, "variant", v);
-                    cJSON_AddNumberToObject(uj, "needles", needles);
-                    cJSON_AddStringToObject(uj, "query", u.query);
-                    for (int k = 0; k < u.n_needles; k++) {
-                        cJSON *o = cJSON_CreateObject();
-                        cJSON_AddStringToObject(o, "key", u.keys[k]);
-                        cJSON_AddStringToObject(o, "value", u.values[k]);
-                        cJSON_AddNumberToObject(o, "depth", u.depth_pct[k]);
-                        cJSON_AddNumberToObject(o, "token", u.pos[k]);
-                        cJSON_AddItemToArray(nd, o);
-                    }
-                    cJSON_AddItemToObject(uj, "needle_list", nd);
-                    cJSON_AddNumberToObject(uj, "context_tokens", u.n_prompt);
-                    const gen_refs gr = {.refs = refs, .n_refs = u.n_gold};
-                    int want = u.n_gold;
-                    rc = gen_unit(c, unit, uj, u.prompt, u.n_prompt - 1, u.prompt + u.n_prompt - 1, 1,
-                                  c->max_new > 0 ? c->max_new : 128, skv_niah_stop, &want, gold, GEN_NIAH, &gr);
-                    skv_niah_free(&u);
-                }
-    free(fill); free(pre); free(mid);
-    return rc;
-}
-
-/* longbench: per subset its first --limit records, LongBench's prompt (template, middle
- * truncation to --max-length tokens, --chat), greedy up to the subset's generation length */
-static int run_longbench(eval_cfg *c) {
-    const int limit = c->limit > 0 ? c->limit : 20;
-    c->work_total = (double)limit * c->n_subsets * n_cells(c);
-    const skv_eval_pol *pl[MAXL];
-    const int npl = grid_pols(c, pl);
-    int rc = CLI_OK;
-    for (int si = 0; si < c->n_subsets && rc == CLI_OK; si++) {
-        char *tmpl = NULL;
-        int max_gen = 0;
-        cJSON *recs = skv_longbench_load(c->data_dir, c->subsets[si], &tmpl, &max_gen);
-        if (!recs) {
-            if (!strcmp(c->subsets[si], "multi_news")) skv_eval_need(c->data_dir, "multi_news");   /* say how to get it */
-            return cli_fail("longbench");
-        }
-        const int n_rec = cJSON_GetArraySize(recs);
-        for (int i = 0; i < limit && i < n_rec && rc == CLI_OK; i++) {
-            char unit[160];
-            snprintf(unit, sizeof unit, "%s#%d,max_length=%d", c->subsets[si], i, c->max_length);
-            if (!take_unit(c, unit, pl, npl, n_cells(c))) continue;
-            const cJSON *rec = cJSON_GetArrayItem(recs, i), *ans = cJSON_GetObjectItemCaseSensitive(rec, "answers");
-            int n_full = 0, *ids = NULL;
-            char *prompt = skv_format_fields(tmpl, rec);
-            char *cut = prompt ? skv_longbench_truncate(c->llm->tok, prompt, c->max_length, &n_full) : NULL;
-            const int n = cut ? encode_prompt(c, cut, &ids) : -1;
-            if (n < 2) {
-                rc = cli_fail(unit);
-            } else {
-                const char *refs[64];
-                int nr = 0;
-                const cJSON *a;
-                cJSON_ArrayForEach(a, ans) if (nr < 64) refs[nr++] = a->valuestring;
-                cJSON *uj = cJSON_CreateObject();
-                cJSON_AddStringToObject(uj, "subset", c->subsets[si]);
-                cJSON_AddNumberToObject(uj, "index", i);
-                const cJSON *id = cJSON_GetObjectItemCaseSensitive(rec, "_id"), *len = cJSON_GetObjectItemCaseSensitive(rec, "length");
-                if (cJSON_IsString(id)) cJSON_AddStringToObject(uj, "id", id->valuestring);
-                if (cJSON_IsNumber(len)) cJSON_AddNumberToObject(uj, "length_words", len->valuedouble);
-                cJSON_AddNumberToObject(uj, "max_length", c->max_length);
-                cJSON_AddNumberToObject(uj, "prompt_tokens_full", n_full);
-                cJSON_AddBoolToObject(uj, "truncated", n_full > c->max_length);
-                cJSON_AddItemToObject(uj, "answers", cJSON_Duplicate(ans, 1));
-                const gen_refs gr = {.refs = refs, .n_refs = nr};
-                rc = gen_unit(c, unit, uj, ids, n - 1, ids + n - 1, 1, c->max_new > 0 ? c->max_new : max_gen, NULL, NULL,
-                              refs[0], GEN_LONGBENCH, &gr);
-            }
-            free(ids); free(cut); free(prompt);
-        }
-        cJSON_Delete(recs);
-        free(tmpl);
-    }
-    return rc;
-}
-
-/* ------------------------------------------------------------------ main */
-
-/* ------------------------------------------------------------------ shards */
-
-/* The shard files of out (out.rankK, K digits), sorted by K; *names heap (each heap). */
-static int shard_files(const char *out, char ***names) {
-    *names = NULL;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", out);
-    char *slash = strrchr(dir, '/');
-    const char *base = slash ? slash + 1 : out;
-    if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
-    if (slash && slash == dir) snprintf(dir, sizeof dir, "/");
-    char pre[4200];
-    snprintf(pre, sizeof pre, "%s.rank", base);
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0, cap = 0;
-    long *ranks = NULL;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        const size_t l = strlen(pre);
-        if (strncmp(e->d_name, pre, l) || !e->d_name[l]) continue;
-        const char *k = e->d_name + l;
-        if (strspn(k, "0123456789") != strlen(k) || strlen(k) > 9) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 8;
-            char **nn = realloc(*names, (size_t)cap * sizeof *nn);
-            long *nr = realloc(ranks, (size_t)cap * sizeof *nr);
-            if (nn) *names = nn;
-            if (nr) ranks = nr;
-            if (!nn || !nr) break;
-        }
-        char path[8400];
-        snprintf(path, sizeof path, "%s%s%s", slash ? dir : "", slash ? (strcmp(dir, "/") ? "/" : "") : "", e->d_name);
-        if (!((*names)[n] = skv_strdup(path))) break;
-        ranks[n++] = atol(k);
-    }
-    closedir(d);
-    for (int i = 1; i < n; i++)   /* by rank */
-        for (int j = i; j > 0 && ranks[j] < ranks[j - 1]; j--) {
-            long r = ranks[j]; ranks[j] = ranks[j - 1]; ranks[j - 1] = r;
-            char *t = (*names)[j]; (*names)[j] = (*names)[j - 1]; (*names)[j - 1] = t;
-        }
-    free(ranks);
-    return n;
-}
-
-static void free_names(char **names, int n) {
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
-}
-
-/* Fold the shard files into out's records: the records of unit order[0], then order[1], ...
- * (each from every shard, shards by rank, within a shard in its order), then any others, a
- * later key replacing an earlier one; out is saved atomically, then the shard files are
- * removed (all stay when one cannot be read). 0 or -1 + error. */
-static int merge_shards(const char *out, char *const *order, int n_order, int *merged_records) {
-    char **names = NULL;
-    const int ns = shard_files(out, &names);
-    *merged_records = 0;
-    if (ns <= 0) { free_names(names, ns > 0 ? ns : 0); return 0; }
-    skv_eval_store *m = skv_store_open(NULL), *prev = access(out, F_OK) == 0 ? skv_store_load(out) : NULL;
-    skv_eval_store **sh = skv_calloc((size_t)ns, sizeof *sh, "shards");
-    int rc = -1;
-    if (!m || !sh || (access(out, F_OK) == 0 && !prev)) goto done;
-    if (prev && skv_store_merge(m, prev)) goto done;
-    for (int i = 0; i < ns; i++)
-        if (!(sh[i] = skv_store_load(names[i]))) goto done;
-    /* taken[i][j]: record j of shard i is in m already */
-    for (int u = 0; u <= n_order; u++) {
-        for (int i = 0; i < ns; i++) {
-            cJSON *r;
-            cJSON_ArrayForEach(r, sh[i]->records) {
-                if (cJSON_GetObjectItemCaseSensitive(r, "_merged")) continue;
-                const char *key = cJSON_GetObjectItemCaseSensitive(r, "key")->valuestring;
-                if (u < n_order && strncmp(key, order[u], strlen(order[u]))) continue;
-                cJSON *dup = cJSON_Duplicate(r, 1);
-                if (!dup || skv_store_add(m, dup)) goto done;
-                cJSON_AddTrueToObject(r, "_merged");
-                (*merged_records)++;
-            }
-        }
-    }
-    if (!(m->path = skv_strdup(out)) || skv_store_save(m)) goto done;
-    for (int i = 0; i < ns; i++) unlink(names[i]);
-    rc = 0;
-done:
-    if (rc) skv_error_prefix("merging the shard files of %s", out);
-    if (sh) for (int i = 0; i < ns; i++) skv_store_free(sh[i]);
-    free(sh);
-    skv_store_free(prev);
-    skv_store_free(m);
-    free_names(names, ns);
-    return rc;
-}
-
 /* Where records go and what counts as done. One process: out itself (shard files left by
  * an interrupted sharded run merged into it first). Sharded (size > 1): c->done holds out's
  * and every shard file's records as they are now, c->store is this rank's shard file.
@@ -1194,7 +149,7 @@ done:
 static int open_stores(eval_cfg *c) {
     if (c->size <= 1) {
         int merged = 0;
-        if (merge_shards(c->out, NULL, 0, &merged)) return -1;
+        if (eval_merge_shards(c->out, NULL, 0, &merged)) return -1;
         if (merged) fprintf(stderr, "smallkv: merged %d records from the shard files of %s\n", merged, c->out);
         if (!(c->store = skv_store_open(c->out))) return -1;
         c->before = skv_store_count(c->store);
@@ -1208,13 +163,13 @@ static int open_stores(eval_cfg *c) {
         skv_store_free(o);
     }
     char **names = NULL;
-    const int ns = shard_files(c->out, &names);
+    const int ns = eval_shard_files(c->out, &names);
     for (int i = 0; i < ns; i++) {
         skv_eval_store *o = skv_store_load(names[i]);
-        if (!o || skv_store_merge(c->done, o)) { skv_store_free(o); free_names(names, ns); return -1; }
+        if (!o || skv_store_merge(c->done, o)) { skv_store_free(o); eval_free_names(names, ns); return -1; }
         skv_store_free(o);
     }
-    free_names(names, ns);
+    eval_free_names(names, ns);
     char shard[4400];
     snprintf(shard, sizeof shard, "%.4300s.rank%d", c->out, c->rank);
     return (c->store = skv_store_open(shard)) ? 0 : -1;
@@ -1247,7 +202,7 @@ static void free_cfg(eval_cfg *c) {
     for (int i = 0; i < c->n_corpora; i++) free(c->corpora[i]);
     for (int i = 0; i < c->n_bbh; i++) free(c->bbh_tasks[i]);
     for (int i = 0; i < c->n_subsets; i++) free(c->subsets[i]);
-    free_names(c->order, c->n_order);
+    eval_free_names(c->order, c->n_order);
     skv_store_free(c->done);
     skv_store_free(c->store);
     skv_profile_free(c->prof);
@@ -1411,21 +366,21 @@ static int eval_main(int argc, char **argv, int rank, int size) {
     else if (c.gemm && strcmp(c.gemm, "int8") && strcmp(c.gemm, "float")) why = "--gemm must be int8 or float";
     else if (strcmp(c.device, "cpu") && strcmp(c.device, "cuda")) why = "--device must be cpu or cuda";
     else if (c.draft && strcmp(c.device, "cpu")) why = "--draft runs on the CPU only (speculative decoding)";
-    else if ((c.n_pols = split(pols, c.pol_specs, MAXL)) <= 0) why = "bad --policies";
-    else if ((c.n_budgets = split_num(budgets, c.budgets, MAXL, 1e-6, 1.0)) <= 0) why = "bad --budgets (fractions in (0, 1])";
-    else if ((c.n_corpora = split(corpora, c.corpora, MAXL)) <= 0) why = "bad --corpora";
-    else if ((c.n_bbh = split(bbh, c.bbh_tasks, MAXL)) <= 0) why = "bad --bbh-tasks";
+    else if ((c.n_pols = eval_split(pols, c.pol_specs, MAXL)) <= 0) why = "bad --policies";
+    else if ((c.n_budgets = eval_split_num(budgets, c.budgets, MAXL, 1e-6, 1.0)) <= 0) why = "bad --budgets (fractions in (0, 1])";
+    else if ((c.n_corpora = eval_split(corpora, c.corpora, MAXL)) <= 0) why = "bad --corpora";
+    else if ((c.n_bbh = eval_split(bbh, c.bbh_tasks, MAXL)) <= 0) why = "bad --bbh-tasks";
     else if (c.prefill + 2 > c.tokens) why = "--prefill must be at most --tokens - 2";
     if (!why) {
         double tmp[MAXL];
-        if ((c.n_lengths = split_num(lengths, tmp, MAXL, 16, 1 << 20)) <= 0) why = "bad --lengths";
+        if ((c.n_lengths = eval_split_num(lengths, tmp, MAXL, 16, 1 << 20)) <= 0) why = "bad --lengths";
         for (int i = 0; i < c.n_lengths; i++) c.lengths[i] = (int)tmp[i];
-        if (!why && (c.n_depths = split_num(depths, tmp, MAXL, 0, 100)) <= 0) why = "bad --depths (0..100)";
+        if (!why && (c.n_depths = eval_split_num(depths, tmp, MAXL, 0, 100)) <= 0) why = "bad --depths (0..100)";
         for (int i = 0; i < c.n_depths; i++) c.depths[i] = (int)tmp[i];
     }
     if (!why) {   /* niah kinds, longbench subsets */
         char *parts[MAXL];
-        const int n = split(niah_kinds, parts, SKV_NIAH_KINDS * 4);
+        const int n = eval_split(niah_kinds, parts, SKV_NIAH_KINDS * 4);
         if (n <= 0) why = "bad --niah-kinds (single,multikey,multivalue)";
         for (int i = 0; i < (n > 0 ? n : 0); i++) {
             const int k = skv_niah_kind_parse(parts[i]);
@@ -1435,7 +390,7 @@ static int eval_main(int argc, char **argv, int rank, int size) {
             else if (c.n_niah_kinds < SKV_NIAH_KINDS) c.niah_kinds[c.n_niah_kinds++] = k;
             free(parts[i]);
         }
-        if (!why && (c.n_subsets = split(subsets, c.subsets, MAXL)) <= 0) why = "bad --subsets";
+        if (!why && (c.n_subsets = eval_split(subsets, c.subsets, MAXL)) <= 0) why = "bad --subsets";
         for (int i = 0; !why && i < c.n_subsets; i++)
             if (strcmp(c.subsets[i], "multi_news") && strcmp(c.subsets[i], "gov_report") && strcmp(c.subsets[i], "qmsum"))
                 why = "--subsets: the ROUGE-L subsets multi_news, gov_report, qmsum";
@@ -1456,7 +411,7 @@ static int eval_main(int argc, char **argv, int rank, int size) {
             free_cfg(&c);
             return CLI_USAGE;
         }
-        if (runs_slm(&c.pols[i])) need_slm = true;
+        if (eval_runs_slm(&c.pols[i])) need_slm = true;
         if (strcmp(c.device, "cpu") && !(c.pols[i].spec.desc->caps & SKV_POLICY_GPU)) {
             free_cfg(&c);
             return cli_usage_error(EVAL_USAGE, "eval: policy %s does not run on device %s", c.pol_specs[i], c.device);
@@ -1482,7 +437,7 @@ static int eval_main(int argc, char **argv, int rank, int size) {
     if (need_slm && !c.slm_path) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, "eval: cells that run an SLM need --slm"); }
     if (c.limit <= 0 && (!strcmp(c.task, "fidelity") || !strcmp(c.task, "calibration") || !strcmp(c.task, "depth"))) c.limit = 1;
     cli_set_threads(c.threads);
-    git_commit(c.git, sizeof c.git);
+    eval_git_commit(c.git, sizeof c.git);
     if (g_restore_stderr >= 0) { fflush(stderr); dup2(g_restore_stderr, 2); }   /* arguments fine: errors speak again */
     rc = CLI_ERR;
     /* every rank sets up, then all agree before any unit runs (the shard files are read by
@@ -1500,21 +455,21 @@ static int eval_main(int argc, char **argv, int rank, int size) {
     c.ctx.T_max = 256;
     c.ctx.batch = c.batch;
     c.t_start = skv_now();
-    if (!strcmp(c.task, "fidelity")) rc = run_fidelity(&c, false);
-    else if (!strcmp(c.task, "calibration")) rc = run_fidelity(&c, true);
-    else if (!strcmp(c.task, "depth")) rc = run_depth(&c);
-    else if (!strcmp(c.task, "passkey")) rc = run_passkey(&c);
-    else if (!strcmp(c.task, "gsm8k")) rc = run_text_task(&c, 1);
-    else if (!strcmp(c.task, "bbh")) rc = run_text_task(&c, 2);
-    else if (!strcmp(c.task, "niah")) rc = run_niah(&c);
-    else rc = run_longbench(&c);
+    if (!strcmp(c.task, "fidelity")) rc = eval_run_fidelity(&c, false);
+    else if (!strcmp(c.task, "calibration")) rc = eval_run_fidelity(&c, true);
+    else if (!strcmp(c.task, "depth")) rc = eval_run_depth(&c);
+    else if (!strcmp(c.task, "passkey")) rc = eval_run_passkey(&c);
+    else if (!strcmp(c.task, "gsm8k")) rc = eval_run_text_task(&c, 1);
+    else if (!strcmp(c.task, "bbh")) rc = eval_run_text_task(&c, 2);
+    else if (!strcmp(c.task, "niah")) rc = eval_run_niah(&c);
+    else rc = eval_run_longbench(&c);
     if (isatty(2) && c.rank == 0) fputc('\n', stderr);
     if (c.size > 1) {
         /* every rank has written its shard: rank 0 folds them into the results file, in the
          * order of the units (what finished is kept even when a rank failed) */
         const int worst = all_max(&c, rc);
         int merged = 0, mrc = 0;
-        if (c.rank == 0 && merge_shards(c.out, c.order, c.n_order, &merged)) mrc = cli_fail(NULL);
+        if (c.rank == 0 && eval_merge_shards(c.out, c.order, c.n_order, &merged)) mrc = cli_fail(NULL);
 #ifdef SKV_MPI
         MPI_Bcast(&mrc, 1, MPI_INT, 0, MPI_COMM_WORLD);
 #endif
