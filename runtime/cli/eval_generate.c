@@ -4,27 +4,10 @@
 #include "runtime/cli/eval_cfg.h"
 #include "runtime/cli/cli.h"
 #include "eval/data.h"
-#include "eval/longctx.h"
-#include "eval/runner.h"
-#include "runtime/api/api.h"
-#include "eval/store.h"
-#include "runtime/model/fingerprint.h"
-#include "runtime/format/profile.h"
-#include "calibrate/mapping.h"
-#include "common/sha256.h"
-#include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
-#include "kernels/cpu/matmul.h"
-#include <cJSON.h>
-#include <dirent.h>
-#include <fcntl.h>
-#include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 /* ------------------------------------------------------------------ generation tasks */
 
 typedef struct { int n_digits; } pk_stop_u;

@@ -2,23 +2,8 @@
  * names, progress and ETA on stderr, record keys (what makes a cell the same cell on resume),
  * which units are pending and whose they are when sharded, and the JSON record of a cell. */
 #include "runtime/cli/eval_cfg.h"
-#include "runtime/cli/cli.h"
-#include "eval/data.h"
-#include "eval/longctx.h"
-#include "eval/runner.h"
-#include "runtime/api/api.h"
-#include "eval/store.h"
-#include "runtime/model/fingerprint.h"
-#include "runtime/format/profile.h"
-#include "calibrate/mapping.h"
-#include "common/sha256.h"
-#include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
 #include "kernels/cpu/matmul.h"
-#include <cJSON.h>
-#include <dirent.h>
-#include <fcntl.h>
-#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,28 +1,11 @@
 /* eval_shards.c: the shard files of a sharded `smallkv-mpi eval` run (RESULTS.json.rankK):
  * finding them and merging them into RESULTS.json in the order one process would have written. */
 #include "runtime/cli/eval_cfg.h"
-#include "runtime/cli/cli.h"
-#include "eval/data.h"
-#include "eval/longctx.h"
-#include "eval/runner.h"
-#include "runtime/api/api.h"
-#include "eval/store.h"
-#include "runtime/model/fingerprint.h"
-#include "runtime/format/profile.h"
-#include "calibrate/mapping.h"
-#include "common/sha256.h"
-#include "runtime/tokenizer/tokenizer.h"
 #include "common/util.h"
-#include "kernels/cpu/matmul.h"
-#include <cJSON.h>
 #include <dirent.h>
-#include <fcntl.h>
-#include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 /* The shard files of out (out.rankK, K digits), sorted by K; *names heap (each heap). */
 int eval_shard_files(const char *out, char ***names) {
