@@ -21,7 +21,9 @@
  *      `--multirow`: the 16-row multi-row kernels alone (gemm_x8.h: a 1536 x 1536 matrix in
  *      8-row groups, T = 256 activation rows), VNNI then AMX where the CPU has them,
  *      alternating, best of 12 rounds of 5 calls: ms and GOP/s (2 x rows x cols x T).
- *      SKV_CPU=avx2 pins the AVX2 kernels where the CPU would use AVX-512 VNNI ones. */
+ *      SKV_CPU=avx2 pins the AVX2 kernels where the CPU would use AVX-512 VNNI ones.
+ *      `--rows`: the 8-row group kernels alone at T = 1 / 2 / 4 / 8 activation rows (verify
+ *      passes, batched decode), streamed and from one copy, both builds the CPU runs. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -272,6 +274,61 @@ static void bench_multirow_kernels(int type) {
     free(xf); free(y); free(act); free(x8); free((void *)W.data);
 }
 
+/* --rows: the 8-row group kernels alone at T = 1, 2, 4 and 8 activation rows (8 = two calls
+ * of 4, as skv_matmul runs a verify pass or a batch), one thread, over enough copies of the
+ * matrix to stream it from memory, then over one copy (2-11 MB: from the last-level cache
+ * at best); both kernel builds this CPU runs (AVX2, AVX-512 VNNI), alternating, best of 5
+ * rounds: us per pass and the time against T = 1. */
+static void bench_rows(int type, int64_t rows, int64_t cols) {
+    const size_t rb = skv_row_bytes(type, cols), bytes = rb * rows;
+    const int copies = (int)(((size_t)160 << 20) / bytes) + 1;
+    skv_weight W = make_weight(type, rows, cols);
+    uint8_t **x8 = malloc(sizeof(uint8_t *) * copies);
+    for (int c = 0; c < copies; c++) {
+        x8[c] = skv_aligned_alloc(bytes, "bench x8");
+        for (int64_t g = 0; g < rows / 8; g++) skv_x8_pack_group(type, W.data + g * 8 * rb, x8[c] + g * 8 * rb, cols);
+    }
+    const size_t ab = skv_vec_act_bytes(type, cols);
+    uint8_t *act = skv_aligned_alloc(ab * 8, "bench act");
+    float *xf = malloc(sizeof(float) * cols), out[8 * SKV_DOTN_MAX];
+    for (int t = 0; t < 8; t++) {
+        for (int64_t k = 0; k < cols; k++) xf[k] = frand();
+        skv_vec_quant_act(type, xf, act + t * ab, cols);
+    }
+    const char *names[2] = {"AVX2", "VNNI"};
+    const skv_vec_dot8n_fn f[2] = {skv_vec_dot8n_avx2_for(type), skv_cpu_vnni() ? skv_vec_dot8n_vnni_for(type) : NULL};
+    const int Ts[4] = {1, 2, 4, 8};
+    for (int hot = 0; hot < 2; hot++) {
+        double best[2][4];
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 4; i++) best[k][i] = 1e30;
+        const int ncopy = hot ? 1 : copies, passes = hot ? 40 : copies;
+        for (int round = 0; round < 5; round++)
+            for (int i = 0; i < 4; i++)
+                for (int k = 0; k < 2; k++) {
+                    if (!f[k]) continue;
+                    const double t0 = skv_now();
+                    for (int p = 0; p < passes; p++)
+                        for (int64_t g = 0; g < rows / 8; g++)
+                            for (int t0r = 0; t0r < Ts[i]; t0r += SKV_DOTN_MAX) {
+                                const int nt = Ts[i] - t0r < SKV_DOTN_MAX ? Ts[i] - t0r : SKV_DOTN_MAX;
+                                f[k](cols, x8[p % ncopy] + g * 8 * rb, act + t0r * ab, ab, nt, out);
+                            }
+                    const double dt = (skv_now() - t0) / passes;
+                    if (dt < best[k][i]) best[k][i] = dt;
+                }
+        for (int k = 0; k < 2; k++) {
+            if (!f[k]) continue;
+            printf("rows %-5s %5" PRId64 " x %-5" PRId64 " %-6s %-4s", skv_type_name(type), rows, cols, hot ? "1 copy" : "stream",
+                   names[k]);
+            for (int i = 0; i < 4; i++) printf("  T=%d %8.1f us (%4.2fx)", Ts[i], best[k][i] * 1e6, best[k][i] / best[k][0]);
+            printf("\n");
+        }
+    }
+    for (int c = 0; c < copies; c++) free(x8[c]);
+    free(x8); free(act); free(xf); free((void *)W.data);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--gemv") == 0) {
         gemv_only = 1;
@@ -283,6 +340,12 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--multirow") == 0) {
         const int types[] = {SKV_Q4_K, SKV_Q6_K, SKV_Q5_0, SKV_Q8_0};
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) bench_multirow_kernels(types[i]);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--rows") == 0) {   /* Qwen2.5-1.5B's FFN shapes, then 0.5B's */
+        bench_rows(SKV_Q4_K, 8960, 1536);
+        bench_rows(SKV_Q6_K, 1536, 8960);
+        bench_rows(SKV_Q5_0, 4864, 896);
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "--prefill-attention") == 0) {   /* Qwen2.5-1.5B's and 0.5B's shapes */
