@@ -323,8 +323,9 @@ const skv_policy_desc skv_policy_kvzip = {
              "later token (a question prefilled after the context, every generated token) is kept, so the hot "
              "tier grows past the budget; eviction is permanent.",
     .choose = "The strongest query-agnostic eviction method published (kvpress's RULER leaderboard): for a "
-              "context compressed once and then asked several questions. Its scoring pass costs about one "
-              "more prefill of the context (reported by `--stats` as the scoring pass).",
+              "context compressed once and then asked several questions. Its scoring pass runs the model over "
+              "the context again, attending to it all: one to two more prefills of the context (reported by "
+              "`--stats` as the scoring pass).",
     .caps = 0,
     .opts = kvzip_opt_table,
     .n_opts = sizeof kvzip_opt_table / sizeof *kvzip_opt_table,

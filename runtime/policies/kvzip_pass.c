@@ -17,8 +17,10 @@
  * cache is only read (its cold tier, where the first prefill is staged). */
 #include "kvzip.h"
 #include "common/util.h"
-#include "kernels/cpu/compensate.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/simd_math.h"
 #include "runtime/engine/forward.h"
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -72,7 +74,34 @@ static int lane_rows(const kz_pass *z, int layer, int j, int nr, float *K, float
     return 0;
 }
 
-/* The forward's attention hook for the reconstruction rows pos0 .. pos0+T-1. */
+/* One query row's probabilities p over its nh visible keys (the first nc the context's, in
+ * lane_rows's order; the rest reconstruction rows), from its scaled logits: softmax, the keys
+ * past nh set to 0 (so P V sums only what the row sees); then KVzip's score: each scored
+ * context pair's probability renormalised over the sinks, the chunk and the reconstruction
+ * keys, maxed into mx (indexed from the chunk's start). */
+static void row_probs(float *p, int nh, int nk, int nc, const int *pos, const unsigned char *sub, int start,
+                      float *mx) {
+    const float inv = 1.0f / skv_exp_sum(p, nh, skv_max_row(p, nh));
+    for (int i = 0; i < nh; i++) p[i] *= inv;
+    if (nk > nh) memset(p + nh, 0, (size_t)(nk - nh) * sizeof(float));
+    double Z = 0;
+    for (int i = 0; i < nc; i++) if (sub[i]) Z += p[i];
+    for (int i = nc; i < nh; i++) Z += p[i];
+    if (!(Z > 0)) return;
+    const float iz = (float)(1.0 / Z);
+    for (int i = 0; i < nc; i++)
+        if (sub[i] == 2) {
+            const float w = p[i] * iz;
+            float *m = mx + (pos[i] - start);
+            if (w > *m) *m = w;
+        }
+}
+
+/* The forward's attention hook for the reconstruction rows pos0 .. pos0+T-1. Per KV head
+ * and each of its query heads, the block's T rows go through two float matrix products
+ * (skv_matmul, cache-blocked and threaded): logits (T, nk) = Q K^T over every key of the
+ * lane, then, after each row's causal softmax and score, out (T, d) = P V. A row at a time
+ * (every row streaming all of K and V per query head) took ~2.7x a prefill's time at 8K. */
 static int kz_attn(void *ctx, int layer, const float *q, const float *k, const float *v, int pos0, int T, float *out) {
     kz_pass *z = ctx;
     const int H = z->H, Hkv = z->Hkv, d = z->d, g = H / Hkv;
@@ -81,58 +110,50 @@ static int kz_attn(void *ctx, int layer, const float *q, const float *k, const f
     const size_t kvrow = (size_t)Hkv * d;
     memcpy(z->rk + ((size_t)layer * z->R + r0) * kvrow, k, (size_t)T * kvrow * sizeof(float));
     memcpy(z->rv + ((size_t)layer * z->R + r0) * kvrow, v, (size_t)T * kvrow * sizeof(float));
-    int rc = 0;
+    const int nmax = z->n + nr;   /* context and reconstruction keys */
+    const float scale = 1.0f / sqrtf((float)d);
+    /* K, V and V^T (nmax, d / d, nmax), positions, marks, Q and O of one head (T, d), the
+     * logits / probabilities (T, nmax), each thread's score maxima (clen) */
+    const size_t need = 3 * (size_t)nmax * d * sizeof(float) + (size_t)nmax * (sizeof(int) + 1) +
+                        ((size_t)2 * T * d + (size_t)T * nmax + (size_t)z->nth * clen) * sizeof(float);
+    if (need > z->scratch_peak) z->scratch_peak = need;
+    float *K = skv_malloc((size_t)nmax * d * sizeof(float) + 1, "kvzip keys");
+    float *V = skv_malloc((size_t)nmax * d * sizeof(float) + 1, "kvzip values");
+    float *Vt = skv_malloc((size_t)nmax * d * sizeof(float) + 1, "kvzip values, transposed");
+    int *pos = skv_malloc((size_t)nmax * sizeof(int) + 1, "kvzip positions");
+    unsigned char *sub = skv_malloc((size_t)nmax + 1, "kvzip positions");
+    float *Qh = skv_malloc((size_t)T * d * sizeof(float) + 1, "kvzip queries");
+    float *Oh = skv_malloc((size_t)T * d * sizeof(float) + 1, "kvzip outputs");
+    float *P = skv_malloc((size_t)T * nmax * sizeof(float) + 1, "kvzip probabilities");
+    float *mx = skv_malloc((size_t)z->nth * clen * sizeof(float) + 1, "kvzip score maxima");
+    int rc = !K || !V || !Vt || !pos || !sub || !Qh || !Oh || !P || !mx ? -1 : 0;
     for (int j = 0; j < Hkv && !rc; j++) {
         const int ln = skv_lane(z->c, layer, j);
-        const int nmax = z->n + nr;   /* context and reconstruction keys */
-        const size_t need = 2 * (size_t)nmax * d * sizeof(float) + (size_t)nmax * (sizeof(int) + 1) +
-                            (size_t)z->nth * ((size_t)(g + 1) * nmax + (size_t)clen) * sizeof(float);
-        if (need > z->scratch_peak) z->scratch_peak = need;
-        float *K = skv_malloc((size_t)nmax * d * sizeof(float) + 1, "kvzip keys");
-        float *V = skv_malloc((size_t)nmax * d * sizeof(float) + 1, "kvzip values");
-        int *pos = skv_malloc((size_t)nmax * sizeof(int) + 1, "kvzip positions");
-        unsigned char *sub = skv_malloc((size_t)nmax + 1, "kvzip positions");
-        float *work = skv_malloc((size_t)z->nth * ((size_t)(g + 1) * nmax + (size_t)clen) * sizeof(float) + 1,
-                                 "kvzip per-thread rows");
         int nc = 0;
-        if (!K || !V || !pos || !sub || !work || lane_rows(z, layer, j, nr, K, V, pos, sub, &nc)) {
-            rc = -1;
-        } else {
-            const size_t per = (size_t)(g + 1) * nmax + (size_t)clen;
-            for (int th = 0; th < z->nth; th++)
-                memset(work + th * per + (size_t)(g + 1) * nmax, 0, (size_t)clen * sizeof(float));
-            #pragma omp parallel for schedule(dynamic, 2) num_threads(z->nth)
-            for (int t = 0; t < T; t++) {
-                float *hp = work + (size_t)omp_get_thread_num() * per, *scr = hp + (size_t)g * nmax,
-                      *mx = hp + (size_t)(g + 1) * nmax;
-                const int nhot = nc + r0 + t + 1;
-                skv_comp_args a = {.g = g, .d = d, .n_hot = nhot, .f16 = false, .k = K, .v = V,
-                                   .head_p = hp, .scratch = scr};
-                const size_t qo = ((size_t)t * H + (size_t)j * g) * d;
-                skv_compensate(out + qo, q + qo, &a);
-                for (int u = 0; u < g; u++) {
-                    const float *pr = hp + (size_t)u * nhot;
-                    double Z = 0;
-                    for (int i = 0; i < nc; i++) if (sub[i]) Z += pr[i];
-                    for (int i = nc; i < nhot; i++) Z += pr[i];
-                    if (!(Z > 0)) continue;
-                    const float inv = (float)(1.0 / Z);
-                    for (int i = 0; i < nc; i++)
-                        if (sub[i] == 2) {
-                            const float w = pr[i] * inv;
-                            float *m = mx + (pos[i] - z->start);
-                            if (w > *m) *m = w;
-                        }
-                }
-            }
-            float *sc = z->s->score.s[ln] + z->start;
-            for (int th = 0; th < z->nth; th++) {
-                const float *mx = work + th * per + (size_t)(g + 1) * nmax;
-                for (int i = 0; i < clen; i++) if (mx[i] > sc[i]) sc[i] = mx[i];
-            }
+        if (lane_rows(z, layer, j, nr, K, V, pos, sub, &nc)) { rc = -1; break; }
+        const int nk = nc + nr;
+        for (int i = 0; i < nk; i++)
+            for (int e = 0; e < d; e++) Vt[(size_t)e * nk + i] = V[(size_t)i * d + e];
+        const skv_weight Kw = {.type = SKV_F32, .rows = nk, .cols = d, .data = K};
+        const skv_weight Vw = {.type = SKV_F32, .rows = d, .cols = nk, .data = Vt};
+        memset(mx, 0, (size_t)z->nth * clen * sizeof(float));
+        for (int u = 0; u < g; u++) {
+            const size_t h = (size_t)j * g + u;
+            for (int t = 0; t < T; t++)
+                for (int e = 0; e < d; e++) Qh[(size_t)t * d + e] = q[((size_t)t * H + h) * d + e] * scale;
+            skv_matmul(P, Qh, &Kw, T);   /* (T, nk) scaled logits */
+            #pragma omp parallel for schedule(static) num_threads(z->nth)
+            for (int t = 0; t < T; t++)
+                row_probs(P + (size_t)t * nk, nc + r0 + t + 1, nk, nc, pos, sub, z->start,
+                          mx + (size_t)omp_get_thread_num() * clen);
+            skv_matmul(Oh, P, &Vw, T);   /* (T, d) */
+            for (int t = 0; t < T; t++) memcpy(out + ((size_t)t * H + h) * d, Oh + (size_t)t * d, (size_t)d * sizeof(float));
         }
-        free(K); free(V); free(pos); free(sub); free(work);
+        float *sc = z->s->score.s[ln] + z->start;
+        for (int th = 0; th < z->nth; th++)
+            for (int i = 0; i < clen; i++) if (mx[(size_t)th * clen + i] > sc[i]) sc[i] = mx[(size_t)th * clen + i];
     }
+    free(K); free(V); free(Vt); free(pos); free(sub); free(Qh); free(Oh); free(P); free(mx);
     return rc;
 }
 
