@@ -222,19 +222,20 @@ eval-length-speed: $(SKV) | data
 
 # Equal total device memory at long contexts (issue 43; docs/results.md section 17): pg-essays
 # documents of EQLONG_LENGTH tokens, prefilled once and derived into every cell, then 64
-# teacher-forced steps. SmallKV with a q4 SLM cache at 10 % hot holds ~22.6 % of the full
-# cache's bytes on the device (section 16); Quest at 16.5 % and H2O, KVzip and the oracle at
-# 22.7 % hold the same, and every policy also runs at the other two budgets (equal hot budget).
-# KL against the full cache, bootstrap intervals over the documents; resumable (--limit adds
-# documents). ~5 min a 4K document on 2 busy cores.
+# teacher-forced steps. SmallKV at 10 % hot holds ~22.8 % of the full cache's bytes on the
+# device with a q4 SLM cache and ~27.3 % with k8v4 (the SLM cache's share does not depend on
+# the length); Quest at 16.5 / 21.1 % and H2O, KVzip and the oracle at 22.7 / 27.3 % hold the
+# same; every policy runs at every budget (the cross product: equal hot budget too). KL against
+# the full cache, bootstrap intervals over the documents; resumable (--limit adds documents).
+# ~8 min a 4K document on one busy core.
 EQLONG_LENGTH ?= 4096
 EQLONG_DOCS   ?= 6
 eval-equal-total-long: $(SKV) | data
 	@mkdir -p results
 	$(EQ12_FID) --profile $(QWEN_PROF) fidelity --corpora pg-essays --tokens $$(($(EQLONG_LENGTH) + 65)) \
 	  --prefill $(EQLONG_LENGTH) --limit $(EQLONG_DOCS) --batch 16 \
-	  --policies full,smallkv:slmkv=q4,quest,h2o,kvzip,oracle --budgets 0.1,0.165,0.227 \
-	  -o results/qwen-equal-total-$(EQLONG_LENGTH).json
+	  --policies full,smallkv:slmkv=q4,smallkv:slmkv=k8v4,quest,h2o,kvzip,oracle \
+	  --budgets 0.1,0.165,0.211,0.227,0.273 -o results/qwen-equal-total-$(EQLONG_LENGTH).json
 
 # GSM8K at equal total device memory (docs/results.md section 15), 100 problems: SmallKV
 # score=now at 10 % hot with its SLM cache compressed (slmb) to 24 %, 20 % in total, against
