@@ -690,6 +690,57 @@ static void test_derive(void **st) {
     free(map);
 }
 
+/* SmallKV with a quantised SLM cache derived from a base whose SLM cache is fp16 (SmolLM2 as
+ * LLM and SLM: a 4-bit cache needs a head size that is a multiple of 32): the first session of
+ * each cache type runs the SLM over the base's prompt, later ones take that state from the
+ * base, and each continues exactly as a session that prefilled by itself (logits after the
+ * prefill and over 8 greedy steps bit-identical) */
+static void test_derive_quant_slm(void **st) {
+    (void)st;
+    need_hook(smol);
+    const int V = smol->cfg.vocab, np = 60;
+    int toks[64];
+    test_prompt(toks, np, V, 31);
+    int *map = test_identity_map(smol);
+    skv_session_opts bo;
+    skv_session_opts_default(&bo);
+    bo.max_ctx = 128; bo.T_max = 32; bo.slm = smol; bo.prefill_base = true;
+    assert_int_equal(skv_policy_spec_parse("smallkv", &bo.pol), 0);
+    skv_session *base = skv_session_new(smol, &bo);
+    assert_non_null(base);
+    assert_int_equal(skv_session_prefill(base, toks, np), 0);
+    const struct { const char *pol; double b; int alt; } cs[] = {
+        {"smallkv:slmkv=q4", 0.3, 1}, {"smallkv:slmkv=k8v4", 0.2, 2}, {"smallkv:slmkv=q4", 0.2, 2}, {"smallkv", 0.2, 2}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        skv_session_opts o;
+        skv_session_opts_default(&o);
+        assert_int_equal(skv_policy_spec_parse(cs[i].pol, &o.pol), 0);
+        o.budget = cs[i].b; o.max_ctx = 128; o.T_max = 32; o.slm = smol; o.map = map;
+        skv_session *a = skv_session_new(smol, &o);
+        assert_non_null(a);
+        assert_int_equal(skv_session_prefill(a, toks, np), 0);
+        skv_session *d = skv_session_derive(base, &o);
+        if (!d) print_message("derive %s: %s\n", cs[i].pol, skv_last_error());
+        assert_non_null(d);
+        assert_int_equal(base->n_slm_alt, cs[i].alt);
+        for (int t = 0; t < 8; t++) {
+            assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
+            const int nx = test_argmax(skv_session_logits(a), V);
+            assert_int_equal(skv_session_step(a, nx), 0);
+            assert_int_equal(skv_session_step(d, nx), 0);
+        }
+        assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
+        skv_session_mem ra, rd;
+        skv_session_mem_report(a, &ra);
+        skv_session_mem_report(d, &rd);
+        assert_true(ra.hot_used == rd.hot_used && ra.slm_cache == rd.slm_cache);
+        skv_session_free(a);
+        skv_session_free(d);
+    }
+    skv_session_free(base);
+    free(map);
+}
+
 /* SmallKV with the SLM cache compressed by H2O (slm_budget): at 1.0 through the SLM session
  * it matches the plain SLM; at 0.4 the SLM cache bytes drop to about 40% */
 static void test_slm_budget(void **st) {
@@ -985,6 +1036,7 @@ int main(void) {
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_fork_shares_cold),
         cmocka_unit_test(test_derive),
+        cmocka_unit_test(test_derive_quant_slm),
         cmocka_unit_test(test_slm_budget),
         cmocka_unit_test(test_online_map_defers),
         cmocka_unit_test(test_query_reaches_select),

@@ -121,6 +121,7 @@ void skv_session_free(skv_session *s) {
     free(s->vcap);
     free(s->base_ids);
     if (s->memo) s->memo->free(s->memo);
+    for (int i = 0; i < s->n_slm_alt; i++) skv_slm_guide_free(s->slm_alt[i]);
     skv_batch_free(s->bws);
     free(s);
 }
@@ -929,6 +930,25 @@ fail:
 
 /* ------------------------------------------------------------------ derive */
 
+/* f's SLM state after the base's prompt: the base's own when it ran the same SLM cache type
+ * deep enough; else the state an earlier derived session with f's settings ran (kept in the
+ * base); else f runs its SLM over the base's prompt itself, as its own prefill would (a
+ * quantised SLM cache changes the SLM's prefill: its attention reads the stored rows), and
+ * the base keeps a copy for the next. A compressed SLM (a session of its own) is refused. */
+static int derive_slm(skv_session *f, skv_session *b) {
+    if (f->slm->sess) return skv_error("a compressed SLM cache prefills itself");
+    if (b->slm && skv_slm_guide_can_take(f->slm, b->slm)) return skv_slm_guide_take(f->slm, b->slm);
+    for (int i = 0; i < b->n_slm_alt; i++)
+        if (skv_slm_guide_can_take(f->slm, b->slm_alt[i])) return skv_slm_guide_take(f->slm, b->slm_alt[i]);
+    if (!b->base_ids) return skv_error("the base kept no prompt ids for the SLM");
+    if (skv_slm_guide_run(f->slm, b->base_ids, b->n, true)) return -1;
+    if (b->n_slm_alt < SKV_SLM_ALT_MAX) {   /* without room (or memory) the next one runs too */
+        skv_slm_guide *k = skv_slm_guide_fork(f->slm);
+        if (k) b->slm_alt[b->n_slm_alt++] = k;
+    }
+    return 0;
+}
+
 skv_session *skv_session_derive(skv_session *b, const skv_session_opts *o) {
     if (!b || !o) { skv_error("skv_session_derive: bad arguments"); return NULL; }
     const char *pname = o->pol.desc ? o->pol.desc->name : "?";
@@ -945,8 +965,8 @@ skv_session *skv_session_derive(skv_session *b, const skv_session_opts *o) {
         skv_error("derive %s: observation window %d, the base kept %d", pname, obs_window(f), obs_window(b));
         goto fail;
     }
-    /* the SLM's prefill, when the base ran it deep enough */
-    if (f->slm && skv_slm_guide_take(f->slm, b->slm)) goto fail;
+    /* the SLM's prefill: the base's, a kept one, or its own (derive_slm) */
+    if (f->slm && derive_slm(f, b)) goto fail;
     /* the LLM: the cold tier shared copy-on-write, activations at the end of the prefill */
     skv_kvcache_free(f->kv);
     if (!(f->kv = skv_kvcache_clone(b->kv))) goto fail;

@@ -90,6 +90,7 @@ typedef struct {
     size_t pass_peak;            /* kvzip: the most transient bytes one scoring pass held */
 } skv_session_mem;
 
+enum { SKV_SLM_ALT_MAX = 4 };   /* a prefill base's kept SLM states of other settings */
 typedef struct skv_session skv_session;
 struct skv_session {
     const skv_model *m;
@@ -144,6 +145,10 @@ struct skv_session {
      * what a derived session's policy left for the next (skv_prefill_memo) */
     int *base_ids;
     skv_prefill_memo *memo;
+    /* SLM states after the base's prompt that derived sessions ran with other settings than
+     * the base's SLM (a quantised cache), kept for the next with the same (skv_session_derive) */
+    skv_slm_guide *slm_alt[SKV_SLM_ALT_MAX];
+    int n_slm_alt;
 };
 
 skv_session *skv_session_new(const skv_model *m, const skv_session_opts *o);

@@ -218,15 +218,29 @@ fail:
     return NULL;
 }
 
-int skv_slm_guide_take(skv_slm_guide *dst, const skv_slm_guide *base) {
-    if (dst->sess) return skv_error("a compressed SLM cache prefills itself");
-    if (!base || !base->st || base->m != dst->m || dst->run_layers > base->run_layers)
-        return skv_error("the base ran %s SLM layers, %d needed", base ? "fewer or other" : "no", dst->run_layers);
+/* 0 when dst can take base's state, else why not (0 / 1 / 2: fine / layers / cache type or sums) */
+static int take_refusal(const skv_slm_guide *dst, const skv_slm_guide *base) {
+    if (!base || !base->st || base->m != dst->m || dst->run_layers > base->run_layers) return 1;
     /* a quantised cache changes the SLM's own prefill (its attention reads the rows) */
     if (base->st->k_bits != dst->st->k_bits || base->st->v_bits != dst->st->v_bits ||
-        base->st->k_row_bytes != dst->st->k_row_bytes || base->st->v_row_bytes != dst->st->v_row_bytes)
-        return skv_error("the base's SLM cache type differs (%d/%d-bit K/V, %d/%d-bit needed)", base->st->k_bits,
-                         base->st->v_bits, dst->st->k_bits, dst->st->v_bits);
+        base->st->k_row_bytes != dst->st->k_row_bytes || base->st->v_row_bytes != dst->st->v_row_bytes ||
+        base->st->S_cap != dst->st->S_cap || (dst->colsum && !base->colsum) || dst->depth > base->depth)
+        return 2;
+    return 0;
+}
+
+bool skv_slm_guide_can_take(const skv_slm_guide *dst, const skv_slm_guide *base) {
+    return !dst->sess && take_refusal(dst, base) == 0;
+}
+
+int skv_slm_guide_take(skv_slm_guide *dst, const skv_slm_guide *base) {
+    if (dst->sess) return skv_error("a compressed SLM cache prefills itself");
+    const int why = take_refusal(dst, base);
+    if (why == 1)
+        return skv_error("the base ran %s SLM layers, %d needed", base ? "fewer or other" : "no", dst->run_layers);
+    if (why == 2)
+        return skv_error("the base's SLM cache differs (%d/%d-bit K/V, %d/%d-bit needed; or its capacity, depth or "
+                         "column sums)", base->st->k_bits, base->st->v_bits, dst->st->k_bits, dst->st->v_bits);
     const skv_config *sc = &dst->m->cfg;
     dst->st->n_past = base->st->n_past;
     const size_t rows = (size_t)sc->n_kv_head * base->st->S_cap;

@@ -49,8 +49,11 @@ int skv_slm_guide_run(skv_slm_guide *g, const int *tokens, int T, bool prefill);
 int skv_slm_guide_step_batch(skv_slm_guide **gs, const int *tokens, int n);
 skv_slm_guide *skv_slm_guide_fork(const skv_slm_guide *g);
 /* dst (fresh, plain) takes base's state after the same prefill: refused (-1 + error) when
- * dst is compressed, or base ran another model or fewer layers. */
+ * dst is compressed, or base ran another model, fewer layers, another cache type, or kept no
+ * column sums that dst keeps. */
 int skv_slm_guide_take(skv_slm_guide *dst, const skv_slm_guide *base);
+/* whether skv_slm_guide_take(dst, base) would take (no error set) */
+bool skv_slm_guide_can_take(const skv_slm_guide *dst, const skv_slm_guide *base);
 /* Its weights, cache, score buffers and time into m's model/cache/score/seconds fields. */
 void skv_slm_guide_mem(const skv_slm_guide *g, skv_policy_mem *m);
 /* Drafting (speculative decoding). enable: before any token, a plain guide only; colsum:
