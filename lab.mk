@@ -132,8 +132,8 @@ eval-gsm8k-rest: $(SKV) | data
 # the SLM cache to depth 23 is 41 % of the LLM's full cache in fp16, 21.8 % in q8, 17.3 % in
 # k8v4 (8-bit keys, 4-bit values), 12.8 % in q4; so ~20 % in total: q4 at 10 % hot, k8v4 at
 # 5 %; ~32 %: q8 at 10 %; ~51 %: q8 at 30 %, k8v4 at 35 %; and Quest (page bounds 6.25 %)
-# and H2O at the same device totals (22.7 / 31.7 / 51.5 %). Each SmallKV cell prefills itself
-# (a quantised SLM cache changes the SLM's own prefill); resumable
+# and H2O at the same device totals (22.7 / 31.7 / 51.5 %). Each SmallKV cell runs its own SLM
+# prefill, once per cache type (a quantised SLM cache changes the SLM's own prefill); resumable
 eval-slmkv-equal-memory: $(SKV) | data
 	@mkdir -p results
 	$(EQMEM) --policies smallkv:slmkv=q4,smallkv:slmkv=q8 --budgets 0.1
@@ -204,7 +204,7 @@ eval-niah: $(SKV) | data
 # Decode cost against context length (issue 43; docs/performance.md "Cost against context
 # length"): per length one pg-essays document, prefilled once (the pair) and derived into
 # every cell, then 64 teacher-forced decode steps, each cell stepped alone and timed
-# (--batch 1), bytes by tier in each record; the quantised-SLM-cache cell prefills itself
+# (--batch 1), bytes by tier in each record; the quantised-SLM-cache cell runs its own SLM prefill
 # (up to LENGTH_SPEED_QMAX tokens). Each length's peak RSS goes to results/qwen-length-rss.txt
 # (/usr/bin/time). Run it on an otherwise idle machine; resumable; ~1 h on 2 cores to 16K.
 LENGTH_SPEED_LENGTHS ?= 2048 4096 8192 16384
