@@ -620,6 +620,18 @@ static void test_fork_shares_cold(void **st) {
     free(map);
 }
 
+/* a and d step together for `steps` greedy tokens (a's choice), their logits bit-identical
+ * before each step and after the last */
+static void step_alike(skv_session *a, skv_session *d, int V, int steps) {
+    for (int t = 0; t < steps; t++) {
+        assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
+        const int nx = test_argmax(skv_session_logits(a), V);
+        assert_int_equal(skv_session_step(a, nx), 0);
+        assert_int_equal(skv_session_step(d, nx), 0);
+    }
+    assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
+}
+
 /* one exact prefill, derived into every policy: each derived session continues exactly as
  * a session that prefilled the same tokens itself (logits after the prefill and over 15
  * greedy steps bit-identical), and derive refuses what it cannot reproduce */
@@ -658,13 +670,7 @@ static void test_derive(void **st) {
         skv_session *d = skv_session_derive(base, &o);
         if (!d) print_message("derive %s: %s\n", cs[i].pol, skv_last_error());
         assert_non_null(d);
-        for (int t = 0; t < 15; t++) {
-            assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
-            int nx = test_argmax(skv_session_logits(a), V);
-            assert_int_equal(skv_session_step(a, nx), 0);
-            assert_int_equal(skv_session_step(d, nx), 0);
-        }
-        assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
+        step_alike(a, d, V, 15);
         skv_session_mem ra, rd;
         skv_session_mem_report(a, &ra);
         skv_session_mem_report(d, &rd);
@@ -723,13 +729,7 @@ static void test_derive_quant_slm(void **st) {
         if (!d) print_message("derive %s: %s\n", cs[i].pol, skv_last_error());
         assert_non_null(d);
         assert_int_equal(base->n_slm_alt, cs[i].alt);
-        for (int t = 0; t < 8; t++) {
-            assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
-            const int nx = test_argmax(skv_session_logits(a), V);
-            assert_int_equal(skv_session_step(a, nx), 0);
-            assert_int_equal(skv_session_step(d, nx), 0);
-        }
-        assert_memory_equal(skv_session_logits(a), skv_session_logits(d), sizeof(float) * V);
+        step_alike(a, d, V, 8);
         skv_session_mem ra, rd;
         skv_session_mem_report(a, &ra);
         skv_session_mem_report(d, &rd);

@@ -940,7 +940,6 @@ static int derive_slm(skv_session *f, skv_session *b) {
     if (b->slm && skv_slm_guide_can_take(f->slm, b->slm)) return skv_slm_guide_take(f->slm, b->slm);
     for (int i = 0; i < b->n_slm_alt; i++)
         if (skv_slm_guide_can_take(f->slm, b->slm_alt[i])) return skv_slm_guide_take(f->slm, b->slm_alt[i]);
-    if (!b->base_ids) return skv_error("the base kept no prompt ids for the SLM");
     if (skv_slm_guide_run(f->slm, b->base_ids, b->n, true)) return -1;
     if (b->n_slm_alt < SKV_SLM_ALT_MAX) {   /* without room (or memory) the next one runs too */
         skv_slm_guide *k = skv_slm_guide_fork(f->slm);
