@@ -4,7 +4,8 @@
  *   usage: slm_rank SLM [--data DIR] [--corpora LIST] [--docs N] [--tokens N] [--prefill P]
  *                       [--every S] [--depth D] [--caches LIST]
  * For each document (eval/data.h: N tokens of the corpus), the fp16 state and one state per
- * quantised cache (q8, q4, k8v4: 8-bit keys, 4-bit values) prefill P tokens and decode the rest teacher-forced; every S-th step, for every
+ * quantised cache (q8, q4, k8v4: 8-bit keys, 4-bit values; keys normalised per channel, or
+ * with a -plain suffix as plain rows: kvquant.h) prefill P tokens and decode the rest teacher-forced; every S-th step, for every
  * head of the first D layers, the top-k keys of the two rows are compared at k = 5, 10 and
  * 20 % of the keys:
  *   overlap   |top-k(fp16) & top-k(quantised)| / k
@@ -23,7 +24,7 @@
 
 #define NF 3
 static const double FRAC[NF] = {0.05, 0.10, 0.20};
-#define MAXB 4
+#define MAXB 6
 
 typedef struct { double *v; size_t n, cap; } samples;
 static int push(samples *s, double x) {
@@ -59,13 +60,14 @@ static void usage(void) {
             "  --tokens N     document length (default 2048); --prefill P its prefill (default 1024)\n"
             "  --every S      compare every S-th decode step (default 16)\n"
             "  --depth D      SLM layers compared (default: all)\n"
-            "  --caches LIST  quantised caches: q8, q4, k8v4 (default q8,k8v4,q4)\n");
+            "  --caches LIST  quantised caches: q8, q4, k8v4, each also NAME-plain (keys not normalised)\n"
+            "                 (default q8,k8v4,q4,q4-plain)\n");
 }
 
 int main(int argc, char **argv) {
     const char *slm_path = NULL, *env_data = getenv("SKV_DATA_DIR");
     const char *data = env_data && *env_data ? env_data : "data";
-    char corpora[256] = "wikitext2,pg-essays", caches[64] = "q8,k8v4,q4", corp_label[256];
+    char corpora[256] = "wikitext2,pg-essays", caches[128] = "q8,k8v4,q4,q4-plain", corp_label[256];
     int docs = 2, N = 2048, P = 1024, every = 16, depth = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -89,12 +91,17 @@ int main(int argc, char **argv) {
         return 2;
     }
     int kbits[MAXB], vbits[MAXB], nb = 0;
+    bool plain[MAXB];
     const char *names[MAXB];
-    for (char *t = strtok(caches, ","); t && nb < MAXB; t = strtok(NULL, ",")) {
-        if (!strcmp(t, "q8")) kbits[nb] = vbits[nb] = 8;
-        else if (!strcmp(t, "q4")) kbits[nb] = vbits[nb] = 4;
-        else if (!strcmp(t, "k8v4")) { kbits[nb] = 8; vbits[nb] = 4; }
-        else { fprintf(stderr, "slm_rank: unknown cache '%s' (q8, q4, k8v4)\n", t); return 2; }
+    for (char *t = strtok(caches, ","); t; t = strtok(NULL, ",")) {
+        if (nb == MAXB) { fprintf(stderr, "slm_rank: at most %d caches\n", MAXB); return 2; }
+        const size_t n = strlen(t);
+        plain[nb] = n > 6 && !strcmp(t + n - 6, "-plain");
+        const size_t base = plain[nb] ? n - 6 : n;
+        if (base == 2 && !strncmp(t, "q8", 2)) kbits[nb] = vbits[nb] = 8;
+        else if (base == 2 && !strncmp(t, "q4", 2)) kbits[nb] = vbits[nb] = 4;
+        else if (base == 4 && !strncmp(t, "k8v4", 4)) { kbits[nb] = 8; vbits[nb] = 4; }
+        else { fprintf(stderr, "slm_rank: unknown cache '%s' (q8, q4, k8v4, each also NAME-plain)\n", t); return 2; }
         names[nb++] = t;
     }
     snprintf(corp_label, sizeof corp_label, "%s", corpora);
@@ -128,7 +135,8 @@ int main(int argc, char **argv) {
             }
             skv_state *st[MAXB + 1];
             st[0] = skv_state_new(m, N, 256, true);
-            for (int b = 0; b < nb; b++) st[b + 1] = skv_state_new_quant(m, N, 256, kbits[b], vbits[b]);
+            for (int b = 0; b < nb; b++)
+                if ((st[b + 1] = skv_state_new_quant(m, N, 256, kbits[b], vbits[b]))) st[b + 1]->k_norm_off = plain[b];
             for (int b = 0; b <= nb; b++)
                 if (!st[b]) { fprintf(stderr, "slm_rank: %s\n", skv_last_error()); free(tok); free(text); goto out; }
             for (int b = 0; b <= nb; b++) {

@@ -13,6 +13,9 @@ typedef struct {
     bool kv_f16;         /* cache element type: fp16 (true) or fp32 */
     int k_bits, v_bits;  /* 0: K (V) rows as kv_f16 says; 8 / 4: rows of quantised groups
                             (kernels/cpu/kvquant.h), the CPU kernels only (attention_q.c) */
+    const float *k_norm; /* quantised keys only: NULL, or (2, Hkv, d): each KV head's key offset
+                            mu, then its scale sigma; the key rows hold (k - mu) / sigma and
+                            the query is scaled by sigma (kvquant.h, "Key normalisation") */
     float *colsum;       /* optional (H, S_cap), accumulated */
     float *lastrow;      /* optional (H, S_cap), overwritten for k < pos0 + T */
     /* skv_attention_team at T = 1 only, else NULL: this token's rotated key and value

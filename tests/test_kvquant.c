@@ -16,7 +16,15 @@
  *     size refusal is a clear error;
  *   - mixed widths (8-bit keys, 4-bit values) against the reference;
  *   - SmallKV with slm_kv=q8 / q4 / k8v4 on the self pair: the SLM cache bytes reported are the
- *     rows as stored, and it decodes. */
+ *     rows as stored (and the key normalisation), and it decodes;
+ *   - key normalisation: the fit against a hand computation (mean, population standard
+ *     deviation, the floor, plain rows below 16 rows or without spread); attention over
+ *     normalised rows against the reference (which adds mu + sigma * row back); on keys with
+ *     per-channel offsets and spreads, 4-bit normalised rows give attention rows at least 3x
+ *     closer to the exact ones than plain 4-bit rows; a forward state fits on its first block
+ *     (not token by token), a reset forgets it, skv_state_copy_cache carries it (the copy's
+ *     next step equals the original's bit for bit) and refuses mismatched states; the label
+ *     names knorm with a quantised cache only. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -162,6 +170,118 @@ static void test_attention_k8v4(void **st) {
     mixed_v = 0;
 }
 
+/* the fit: mean and population standard deviation per channel, by hand on 17 rows */
+static void test_key_norm_fit(void **st) {
+    (void)st;
+    enum { N = 17, D = 32 };
+    float rows[N * D], mu[D], sig[D];
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < D; i++) rows[r * D + i] = i == 3 ? 50.0f + (r % 2 ? 1.0f : -1.0f) : i == 9 ? 7.0f : (float)(r - 8) * (float)(i + 1);
+    skv_kvq_key_norm_fit(mu, sig, rows, N, D, D);
+    /* channel 3: 9 rows at 49 and 8 at 51 -> mean 49 + 16/17, variance 1 - (1/17)^2 */
+    assert_float_equal(mu[3], 49.0f + 16.0f / 17.0f, 1e-4);
+    assert_float_equal(sig[3], sqrtf(1.0f - 1.0f / 289.0f), 1e-5);
+    /* channel i (not 3, 9): (r - 8)(i + 1), mean 0, variance (i + 1)^2 * 24 */
+    assert_float_equal(mu[0], 0.0f, 1e-5);
+    assert_float_equal(sig[0], sqrtf(24.0f), 1e-4);
+    assert_float_equal(sig[31], 32.0f * sqrtf(24.0f), 2e-3);
+    /* channel 9 never varies: its sigma is the floor, 1e-3 of the channels' mean sigma */
+    double mean = 0;
+    for (int i = 0; i < D; i++) if (i != 9) mean += sig[i];
+    mean /= D - 1;   /* the floor is 1e-3 of the mean over all D, with channel 9 at 0 */
+    assert_float_equal(mu[9], 7.0f, 1e-5);
+    assert_float_equal(sig[9], (float)(1e-3 * mean * (D - 1) / D), 1e-6);
+    /* a stride: the same rows spread out */
+    float wide[N * 2 * D], mu2[D], sig2[D];
+    for (int r = 0; r < N; r++) memcpy(wide + (size_t)r * 2 * D, rows + r * D, sizeof(float) * D);
+    skv_kvq_key_norm_fit(mu2, sig2, wide, N, 2 * D, D);
+    assert_memory_equal(mu, mu2, sizeof mu);
+    assert_memory_equal(sig, sig2, sizeof sig);
+    /* too few rows, or no spread at all: plain rows (mu 0, sigma 1) */
+    skv_kvq_key_norm_fit(mu, sig, rows, SKV_KVQ_NORM_MIN_ROWS - 1, D, D);
+    for (int i = 0; i < D; i++) { assert_true(mu[i] == 0.0f); assert_true(sig[i] == 1.0f); }
+    for (int i = 0; i < N * D; i++) rows[i] = 3.0f;
+    skv_kvq_key_norm_fit(mu, sig, rows, N, D, D);
+    for (int i = 0; i < D; i++) { assert_true(mu[i] == 0.0f); assert_true(sig[i] == 1.0f); }
+    /* without mu the key is stored as a plain row */
+    uint8_t a[40], b[40];
+    for (int i = 0; i < 64; i++) wide[i] = frand() * 3.0f;
+    skv_kvq_quantize_key(a, wide, NULL, NULL, 64, 4);
+    skv_kvq_quantize_row(b, wide, 64, 4);
+    assert_memory_equal(a, b, 40);
+}
+
+/* attention over normalised key rows: the kernel against the reference, for random mu / sigma */
+static void norm_against_ref(int T, int H, int Hkv, int d, int pos0, int bits) {
+    fixture f;
+    setup(&f, T, H, Hkv, d, pos0, bits);
+    float *norm = malloc((size_t)2 * Hkv * d * sizeof(float));
+    for (int i = 0; i < Hkv * d; i++) { norm[i] = frand() * 5.0f; norm[Hkv * d + i] = 0.2f + fabsf(frand()) * 3.0f; }
+    const size_t rb = skv_kvq_row_bytes(d, bits);
+    for (int h = 0; h < Hkv; h++)
+        for (int k = 0; k < f.a.S_cap; k++) {
+            const size_t r = (size_t)h * f.a.S_cap + k;
+            skv_kvq_quantize_key((uint8_t *)f.kq + r * rb, f.kf + r * d, norm + (size_t)h * d, norm + ((size_t)Hkv + h) * d, d, bits);
+        }
+    const size_t no = (size_t)T * H * d, ns = (size_t)H * f.a.S_cap;
+    float *out = malloc(no * 4), *ref = malloc(no * 4), *lr = calloc(ns, 4), *lrr = calloc(ns, 4);
+    skv_attn_args a = f.a;
+    a.k_norm = norm;
+    a.lastrow = lr;
+    skv_attention(out, f.q, f.kq, f.vq, &a);
+    a.lastrow = lrr;
+    skv_attention_q_ref(ref, f.q, f.kq, f.vq, &a);
+    assert_true(maxdiff(out, ref, no) < 2e-5f);
+    assert_true(maxdiff(lr, lrr, ns) < 1e-5f);
+    free(out); free(ref); free(lr); free(lrr); free(norm);
+    teardown(&f);
+}
+static void test_attention_knorm(void **st) {
+    (void)st;
+    norm_against_ref(1, 14, 2, 64, 300, 4);
+    norm_against_ref(6, 6, 3, 64, 50, 4);
+    norm_against_ref(3, 4, 2, 128, 20, 8);
+}
+
+/* why: keys with per-channel offsets (a bias) and spreads, as a layer's keys have; the
+ * attention rows of one query over 4-bit rows, plain and normalised, against the exact ones */
+static void test_knorm_closer(void **st) {
+    (void)st;
+    enum { S = 400, D = 64 };
+    float *k = malloc(sizeof(float) * S * D), *v = calloc((size_t)S * D, sizeof(float)), q[D];
+    float off[D], spread[D];
+    for (int i = 0; i < D; i++) { off[i] = frand() * 2.0f; spread[i] = 0.3f + fabsf(frand()); }
+    off[5] = 40.0f; off[17] = -25.0f; spread[40] = 6.0f;   /* outlier channels */
+    for (int r = 0; r < S; r++)
+        for (int i = 0; i < D; i++) k[r * D + i] = off[i] + spread[i] * frand();
+    for (int i = 0; i < D; i++) q[i] = frand() * 1.5f;
+    q[5] = 2.0f; q[40] = 0.8f;
+    float mu[D], sig[D];
+    skv_kvq_key_norm_fit(mu, sig, k, S, D, D);
+    const size_t rb = skv_kvq_row_bytes(D, 4);
+    uint8_t *plain = malloc(rb * S), *normed = malloc(rb * S), *vq = malloc(rb * S);
+    for (int r = 0; r < S; r++) {
+        skv_kvq_quantize_row(plain + r * rb, k + r * D, D, 4);
+        skv_kvq_quantize_key(normed + r * rb, k + r * D, mu, sig, D, 4);
+        skv_kvq_quantize_row(vq + r * rb, v + r * D, D, 4);
+    }
+    float out[D], exact[S], lp[S], ln[S], norm[2 * D];
+    memcpy(norm, mu, sizeof mu);
+    memcpy(norm + D, sig, sizeof sig);
+    skv_attn_args a = {.T = 1, .H = 1, .Hkv = 1, .d = D, .pos0 = S - 1, .S_cap = S, .k_bits = 4, .v_bits = 4, .lastrow = lp};
+    skv_attention(out, q, plain, vq, &a);
+    a.lastrow = ln;
+    a.k_norm = norm;
+    skv_attention(out, q, normed, vq, &a);
+    skv_attn_args e = {.T = 1, .H = 1, .Hkv = 1, .d = D, .pos0 = S - 1, .S_cap = S, .lastrow = exact};
+    skv_attention_ref(out, q, k, v, &e);
+    double dp = 0, dn = 0;
+    for (int r = 0; r < S; r++) { dp += fabs(lp[r] - exact[r]); dn += fabs(ln[r] - exact[r]); }
+    print_message("attention row L1 error: plain q4 %.4f, normalised q4 %.4f\n", dp, dn);
+    assert_true(dn * 3 < dp);
+    free(k); free(v); free(plain); free(normed); free(vq);
+}
+
 /* the team form with knew / vnew: writes row pos0 quantised, then attends as skv_attention */
 static void test_team_new_row(void **st) {
     (void)st;
@@ -250,6 +370,73 @@ static void test_forward_state(void **st) {
     skv_model_free(m);
 }
 
+/* a forward state's key normalisation: fitted on its first block, kept, reset, copied */
+static void test_state_key_norm(void **st) {
+    (void)st;
+    if (access(SMOL, R_OK)) skip();
+    skv_model *m = skv_model_load(SMOL);
+    assert_non_null(m);
+    const skv_config *c = &m->cfg;
+    const size_t per = (size_t)2 * c->n_kv_head * c->head_dim;
+    int toks[80];
+    test_prompt(toks, 80, c->vocab, 7);
+    skv_fwd_opts o = {.logits = SKV_LOGITS_LAST};
+    skv_state *a = skv_state_new_quant(m, 128, 64, 4, 4), *b = skv_state_new_quant(m, 128, 64, 4, 4);
+    assert_non_null(a); assert_non_null(b);
+    assert_int_equal(skv_forward(a, toks, 40, &o), 0);
+    bool fitted = false;
+    for (int l = 0; l < c->n_layer; l++) {
+        assert_int_equal(a->k_norm_set[l], 1);
+        for (size_t i = per / 2; i < per; i++) fitted |= a->k_norm[l * per + i] != 1.0f;
+    }
+    assert_true(fitted);
+    /* token by token from the start: plain rows (mu 0, sigma 1) */
+    for (int t = 0; t < 3; t++) assert_int_equal(skv_forward(b, &toks[t], 1, &o), 0);
+    for (size_t i = 0; i < per * c->n_layer; i++) assert_true(b->k_norm[i] == ((i % per) < per / 2 ? 0.0f : 1.0f));
+    /* a copy steps as the original does, bit for bit */
+    assert_int_equal(skv_state_copy_cache(b, a, c->n_layer), 0);
+    assert_int_equal(b->n_past, 40);
+    assert_int_equal(skv_forward(a, &toks[40], 1, &o), 0);
+    float *la = malloc((size_t)c->vocab * sizeof(float));
+    memcpy(la, a->logits, (size_t)c->vocab * sizeof(float));
+    assert_int_equal(skv_forward(b, &toks[40], 1, &o), 0);
+    assert_memory_equal(la, b->logits, (size_t)c->vocab * sizeof(float));
+    /* a reset forgets the fit: the next first block fits again */
+    skv_state_reset(a);
+    for (int l = 0; l < c->n_layer; l++) assert_int_equal(a->k_norm_set[l], 0);
+    /* mismatched states are refused */
+    b->k_norm_off = true;
+    assert_int_equal(skv_state_copy_cache(b, a, c->n_layer), -1);
+    assert_non_null(strstr(skv_last_error(), "differ"));
+    skv_state *h = skv_state_new(m, 128, 64, true);
+    assert_non_null(h);
+    assert_null(h->k_norm);
+    assert_int_equal(skv_state_copy_cache(h, a, c->n_layer), -1);
+    free(la);
+    skv_state_free(a); skv_state_free(b); skv_state_free(h);
+    skv_model_free(m);
+}
+
+/* the label names knorm with a quantised SLM cache only (older records: plain keys) */
+static void test_knorm_label(void **st) {
+    (void)st;
+    static const char *const cases[][2] = {
+#define P "smallkv:renorm:profile:score=now"   /* what every smallkv label names */
+        {"smallkv", P},
+        {"smallkv:slmkv=q4", P ":slmkv=q4:knorm"},
+        {"smallkv:slmkv=k8v4:knorm=false", P ":slmkv=k8v4"},
+        {"smallkv:knorm=false", P},
+#undef P
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        skv_policy_spec s;
+        char label[128];
+        assert_int_equal(skv_policy_spec_parse(cases[i][0], &s), 0);
+        skv_policy_spec_label(&s, label, sizeof label);
+        assert_string_equal(label, cases[i][1]);
+    }
+}
+
 /* SmallKV with a quantised SLM cache: bytes as stored, and it decodes */
 static void smallkv_quant(const char *spec, int kb, int vb) {
     if (access(SMOL, R_OK)) skip();
@@ -266,8 +453,9 @@ static void smallkv_quant(const char *spec, int kb, int vb) {
     skv_session_mem r;
     skv_session_mem_report(s, &r);
     const skv_config *c = &m->cfg;
-    const size_t want = (size_t)s->slm->run_layers * c->n_kv_head * 140 *
-                        (skv_kvq_row_bytes(c->head_dim, kb) + skv_kvq_row_bytes(c->head_dim, vb));
+    const size_t want = (size_t)s->slm->run_layers * c->n_kv_head *
+                        (140 * (skv_kvq_row_bytes(c->head_dim, kb) + skv_kvq_row_bytes(c->head_dim, vb)) +
+                         2 * c->head_dim * sizeof(float));   /* + the key normalisation */
     assert_int_equal(r.slm_cache, want);
     skv_session_free(s);
     free(map);
@@ -288,6 +476,11 @@ int main(void) {
         cmocka_unit_test(test_team_new_row),
         cmocka_unit_test(test_q8_vs_f16),
         cmocka_unit_test(test_forward_state),
+        cmocka_unit_test(test_key_norm_fit),
+        cmocka_unit_test(test_attention_knorm),
+        cmocka_unit_test(test_knorm_closer),
+        cmocka_unit_test(test_state_key_norm),
+        cmocka_unit_test(test_knorm_label),
         cmocka_unit_test(test_smallkv_q8),
         cmocka_unit_test(test_smallkv_q4),
         cmocka_unit_test(test_smallkv_k8v4),

@@ -10,8 +10,10 @@
  * time and added into each head's output 32 columns at a time, in registers over the tile. The
  * arithmetic of a task does not depend on the thread running it, so the results are the
  * same for any thread count. Reference: skv_attention_q_ref (dequantise the cache, then
- * skv_attention_ref). Workspace per thread: grp score rows of S + 8 floats and a tile of
- * 8 rows of d floats. */
+ * skv_attention_ref). With a->k_norm the key rows are normalised (kvquant.h): each query
+ * head's q is scaled by its KV head's sigma once, into the workspace, and dots the rows as
+ * stored. Workspace per thread: grp score rows of S + 8 floats, a tile of 8 rows of d floats
+ * and grp scaled query rows. */
 #include "attention.h"
 #include "kvquant.h"
 #include "simd_math.h"
@@ -24,7 +26,8 @@
 
 static size_t per_thread_floats(const skv_attn_args *a) {
     const size_t S = (size_t)a->pos0 + (size_t)a->T, grp = (size_t)(a->H / a->Hkv);
-    return (grp * (S + 8) + 8 * (size_t)a->d + 15) & ~(size_t)15;   /* score rows, a tile of QT = 8 rows */
+    /* score rows, a tile of QT = 8 rows, the scaled queries */
+    return (grp * (S + 8) + 8 * (size_t)a->d + grp * (size_t)a->d + 15) & ~(size_t)15;
 }
 
 size_t skv_attention_q_ws_floats(const skv_attn_args *a, int nth) { return (size_t)nth * per_thread_floats(a); }
@@ -54,6 +57,13 @@ static void q_rows(float *out, const float *q, const uint8_t *K, const uint8_t *
     float *tile = ws + (size_t)grp * (S + 8);   /* (QT, d) */
     const int n = a->pos0 + t + 1, n8 = n & ~(QT - 1);
     const float *qh = q + ((size_t)t * H + (size_t)kvh * grp) * d;   /* (grp, d) */
+    if (a->k_norm && a->k_bits) {   /* q * sigma against the normalised rows */
+        const float *sig = a->k_norm + ((size_t)a->Hkv + kvh) * d;
+        float *qs = tile + (size_t)QT * d;
+        for (int g = 0; g < grp; g++)
+            for (int i = 0; i < d; i++) qs[(size_t)g * d + i] = qh[(size_t)g * d + i] * sig[i];
+        qh = qs;
+    }
     float *oh = out + ((size_t)t * H + (size_t)kvh * grp) * d;
     /* scores: QT keys at a time dequantised once, each head's 8 dots reduced together */
     const __m256 vsc = _mm256_set1_ps(scale);
@@ -122,7 +132,11 @@ void skv_attention_q_team(float *out, const float *q, void *kc, void *vc, const 
         for (int h = 0; h < Hkv; h++) {
             uint8_t *kr = (uint8_t *)kc + (size_t)h * head_k + (size_t)a->pos0 * rk;
             uint8_t *vr = (uint8_t *)vc + (size_t)h * head_v + (size_t)a->pos0 * rv;
-            skv_kv_store_any(kr, a->knew + (size_t)h * d, d, a->k_bits, a->kv_f16);
+            if (a->k_bits && a->k_norm)
+                skv_kvq_quantize_key(kr, a->knew + (size_t)h * d, a->k_norm + (size_t)h * d,
+                                     a->k_norm + ((size_t)Hkv + h) * d, d, a->k_bits);
+            else
+                skv_kv_store_any(kr, a->knew + (size_t)h * d, d, a->k_bits, a->kv_f16);
             skv_kv_store_any(vr, a->vnew + (size_t)h * d, d, a->v_bits, a->kv_f16);
         }
     }
@@ -148,7 +162,12 @@ void skv_attention_q_ref(float *out, const float *q, const void *kc, const void 
             for (int k = 0; k < n; k++) {
                 const size_t row = (size_t)h * a->S_cap + k;
                 const uint8_t *kr = (const uint8_t *)kc + row * rk, *vr = (const uint8_t *)vc + row * rv;
-                if (a->k_bits) skv_kvq_dequant_row_ref(kf + row * d, kr, d, a->k_bits);
+                if (a->k_bits) {
+                    skv_kvq_dequant_row_ref(kf + row * d, kr, d, a->k_bits);
+                    if (a->k_norm)   /* back to the keys as written: k = mu + sigma * row */
+                        for (int i = 0; i < d; i++)
+                            kf[row * d + i] = a->k_norm[(size_t)h * d + i] + a->k_norm[((size_t)a->Hkv + h) * d + i] * kf[row * d + i];
+                }
                 else for (int i = 0; i < d; i++) kf[row * d + i] = a->kv_f16 ? skv_f16_to_f32(((const uint16_t *)kr)[i]) : ((const float *)kr)[i];
                 if (a->v_bits) skv_kvq_dequant_row_ref(vf + row * d, vr, d, a->v_bits);
                 else for (int i = 0; i < d; i++) vf[row * d + i] = a->kv_f16 ? skv_f16_to_f32(((const uint16_t *)vr)[i]) : ((const float *)vr)[i];
@@ -156,6 +175,7 @@ void skv_attention_q_ref(float *out, const float *q, const void *kc, const void 
         skv_attn_args f = *a;
         f.k_bits = f.v_bits = 0;
         f.kv_f16 = false;
+        f.k_norm = NULL;
         skv_attention_ref(out, q, kf, vf, &f);
     }
     free(kf);

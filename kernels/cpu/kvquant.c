@@ -52,6 +52,46 @@ void skv_kvq_quantize_row(void *dst, const float *src, int d, int bits) {
     }
 }
 
+void skv_kvq_quantize_key(void *dst, const float *src, const float *mu, const float *sigma, int d, int bits) {
+    if (!mu) {
+        skv_kvq_quantize_row(dst, src, d, bits);
+        return;
+    }
+    float x[SKV_KVQ_MAX_D];
+    for (int i = 0; i < d; i++) {   /* within fp16's range, where the group scales live */
+        const float v = (src[i] - mu[i]) / sigma[i];
+        x[i] = v > 3e4f ? 3e4f : v < -3e4f ? -3e4f : v;
+    }
+    skv_kvq_quantize_row(dst, x, d, bits);
+}
+
+void skv_kvq_key_norm_fit(float *mu, float *sigma, const float *rows, int n, size_t stride, int d) {
+    if (n < SKV_KVQ_NORM_MIN_ROWS) {
+        for (int i = 0; i < d; i++) { mu[i] = 0.0f; sigma[i] = 1.0f; }
+        return;
+    }
+    double mean_sigma = 0;
+    for (int i = 0; i < d; i++) {
+        double s = 0, ss = 0;
+        for (int r = 0; r < n; r++) s += rows[(size_t)r * stride + i];
+        const double m = s / n;
+        for (int r = 0; r < n; r++) {
+            const double x = rows[(size_t)r * stride + i] - m;
+            ss += x * x;
+        }
+        mu[i] = (float)m;
+        sigma[i] = (float)sqrt(ss / n);
+        mean_sigma += sigma[i];
+    }
+    const float lo = (float)(1e-3 * mean_sigma / d);   /* a channel that hardly varies must not blow up */
+    if (!(lo > 0.0f) || !isfinite(lo)) {               /* no spread at all (or not finite): plain rows */
+        for (int i = 0; i < d; i++) { mu[i] = 0.0f; sigma[i] = 1.0f; }
+        return;
+    }
+    for (int i = 0; i < d; i++)
+        if (!(sigma[i] >= lo)) sigma[i] = lo;
+}
+
 void skv_kvq_dequant_row_ref(float *dst, const void *src, int d, int bits) {
     const uint8_t *p = src;
     for (int g0 = 0; g0 < d; g0 += SKV_KVQ_GROUP) {

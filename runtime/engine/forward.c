@@ -54,6 +54,11 @@ static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f1
     const size_t hd = (size_t)m->cfg.head_dim, esz = kv_f16 ? 2 : 4;
     const size_t row_k = k_bits ? skv_kvq_row_bytes(m->cfg.head_dim, k_bits) : hd * esz;
     const size_t row_v = v_bits ? skv_kvq_row_bytes(m->cfg.head_dim, v_bits) : hd * esz;
+    if (k_bits && m->cfg.head_dim > SKV_KVQ_MAX_D) {
+        skv_error("skv_state_new: a quantised key cache takes head sizes up to %d (this model's is %d)", SKV_KVQ_MAX_D,
+                  m->cfg.head_dim);
+        return NULL;
+    }
     if (!row_k || !row_v) {
         skv_error("skv_state_new: a %d-bit KV cache needs a head size that is a multiple of %d (this model's is %d)",
                   row_k ? v_bits : k_bits, SKV_KVQ_GROUP, m->cfg.head_dim);
@@ -84,6 +89,11 @@ static skv_state *state_new(const skv_model *m, int S_cap, int T_max, bool kv_f1
     s->hb2 = falloc(T, F, "ffn hidden 2", &ok);
     s->logits = falloc(T, (size_t)c->vocab, "logits", &ok);
     if (ok) s->pos = skv_malloc(T * sizeof(int), "positions");
+    if (ok && k_bits && cache) {   /* each layer's key normalisation, fitted on its first block */
+        s->k_norm = skv_calloc((size_t)c->n_layer * 2 * KV, sizeof(float), "key normalisation");
+        s->k_norm_set = skv_calloc((size_t)c->n_layer, 1, "key normalisation");
+        ok = s->k_norm && s->k_norm_set;
+    }
     if (!s->pos) ok = false;
     if (ok) {
         s->k = skv_calloc((size_t)c->n_layer, sizeof(void *), "kv cache table");
@@ -143,11 +153,35 @@ void skv_state_free(skv_state *s) {
     free(s->k); free(s->v);
     free(s->x); free(s->xb); free(s->q); free(s->kx); free(s->vx); free(s->att);
     free(s->hb); free(s->hb2); free(s->logits); free(s->pos);
+    free(s->k_norm); free(s->k_norm_set);
     free(s->team_ws);
     free(s);
 }
 
-void skv_state_reset(skv_state *s) { s->n_past = 0; }
+void skv_state_reset(skv_state *s) {
+    s->n_past = 0;
+    if (s->k_norm_set) memset(s->k_norm_set, 0, (size_t)s->m->cfg.n_layer);   /* a new sequence fits its own */
+}
+
+int skv_state_copy_cache(skv_state *dst, const skv_state *src, int layers) {
+    const skv_config *c = &src->m->cfg;
+    if (dst->m != src->m || dst->S_cap != src->S_cap || dst->kv_f16 != src->kv_f16 || dst->k_bits != src->k_bits ||
+        dst->v_bits != src->v_bits || dst->k_norm_off != src->k_norm_off || !dst->kv_arena || !src->kv_arena ||
+        layers < 0 || layers > c->n_layer)
+        return skv_error("skv_state_copy_cache: the states' models, caches or layers differ");
+    const size_t rows = (size_t)c->n_kv_head * src->S_cap;
+    for (int l = 0; l < layers; l++) {
+        memcpy(dst->k[l], src->k[l], rows * src->k_row_bytes);
+        memcpy(dst->v[l], src->v[l], rows * src->v_row_bytes);
+    }
+    if (src->k_norm) {
+        const size_t per = (size_t)2 * c->n_kv_head * c->head_dim;
+        memcpy(dst->k_norm, src->k_norm, (size_t)c->n_layer * per * sizeof(float));
+        memcpy(dst->k_norm_set, src->k_norm_set, (size_t)c->n_layer);
+    }
+    dst->n_past = src->n_past;
+    return 0;
+}
 
 /* y (T, n) += b (n) */
 static void add_bias(float *y, const skv_weight *b, int T, int n) {
@@ -170,16 +204,39 @@ static void add_into(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-/* Copy the rotated keys / values of this block, (T, Hkv, d), into one layer's cache
- * (Hkv, S_cap, d) at rows pos0 .. pos0+T-1. */
-/* rows pos0 .. pos0+T-1 of every KV head of one layer's K (v false) or V <- src (T, Hkv, d) */
-static void cache_write(const skv_state *s, bool v, void *cache, const float *src, int T, int Hkv, int d, int pos0) {
+/* Layer l's key normalisation (2, Hkv, d) for a quantised key cache (kvquant.h), NULL for
+ * other caches: fitted on the first block of rows k (T, Hkv, d) written into the layer, then
+ * fixed while the sequence lasts. The row at position 0 is left out of the fit when others
+ * are there: its key (the attention sink's) is unlike the rest. A first block of fewer than
+ * SKV_KVQ_NORM_MIN_ROWS rows (a sequence begun token by token; k may then be NULL) keeps
+ * plain rows. */
+static const float *key_norm(skv_state *s, int l, const float *k, int T, int pos0) {
+    if (!s->k_norm || s->k_norm_off) return NULL;
+    const int Hkv = s->m->cfg.n_kv_head, d = s->m->cfg.head_dim;
+    float *nm = s->k_norm + (size_t)l * 2 * Hkv * d;
+    if (!s->k_norm_set[l]) {
+        const int skip = pos0 == 0 && T > 1;
+        for (int h = 0; h < Hkv; h++)
+            skv_kvq_key_norm_fit(nm + (size_t)h * d, nm + ((size_t)Hkv + h) * d,
+                                 k ? k + ((size_t)skip * Hkv + h) * d : NULL, k ? T - skip : 0, (size_t)Hkv * d, d);
+        s->k_norm_set[l] = 1;
+    }
+    return nm;
+}
+
+/* rows pos0 .. pos0+T-1 of every KV head of one layer's K (v false) or V <- src (T, Hkv, d),
+ * rotated keys; quantised keys normalised with norm (key_norm) when it is not NULL */
+static void cache_write(const skv_state *s, bool v, void *cache, const float *src, int T, int Hkv, int d, int pos0,
+                        const float *norm) {
     const int S_cap = s->S_cap, bits = v ? s->v_bits : s->k_bits;
     const size_t rb = v ? s->v_row_bytes : s->k_row_bytes;
     for (int t = 0; t < T; t++)
-        for (int h = 0; h < Hkv; h++)
-            skv_kv_store_any((uint8_t *)cache + ((size_t)h * S_cap + pos0 + t) * rb, src + ((size_t)t * Hkv + h) * d, d,
-                             bits, s->kv_f16);
+        for (int h = 0; h < Hkv; h++) {
+            uint8_t *row = (uint8_t *)cache + ((size_t)h * S_cap + pos0 + t) * rb;
+            const float *x = src + ((size_t)t * Hkv + h) * d;
+            if (norm && bits) skv_kvq_quantize_key(row, x, norm + (size_t)h * d, norm + ((size_t)Hkv + h) * d, d, bits);
+            else skv_kv_store_any(row, x, d, bits, s->kv_f16);
+        }
 }
 
 /* ------------------------------------------------------------------ the block, any family
@@ -367,6 +424,8 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
     float *att_ws = (float *)(ws + o_att);
     float cs[512], sn[512];
     skv_rope_table(cs, sn, pos0, d, c->rope_theta);
+    if (!opts->attn)   /* decided before the team runs (a first block of one row: plain rows) */
+        for (int l = 0; l < n_layers; l++) key_norm(s, l, NULL, 1, pos0);
     s->pos[0] = pos0;
     int failed = 0;
     s->attn_in_team = opts->attn != NULL;
@@ -410,6 +469,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
                 skv_rope_apply(kp, Hkv, d, cs, sn, c->rope_mode);
                 skv_attn_args a = {
                     .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16, .k_bits = s->k_bits, .v_bits = s->v_bits,
+                    .k_norm = s->k_norm && !s->k_norm_off ? s->k_norm + (size_t)l * 2 * KV : NULL,
                     .colsum = opts->colsum ? opts->colsum[l] : NULL,
                     .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
                     .knew = kp, .vnew = vp,
@@ -472,10 +532,12 @@ int skv_forward(skv_state *s, const int *tokens, int T, const skv_fwd_opts *opts
             /* the compressed-cache runtime owns the K/V storage (forward.h) */
             if (opts->attn(opts->attn_ctx, l, s->q, s->kx, s->vx, pos0, T, s->att) != 0) return -1;
         } else {
-            cache_write(s, false, s->k[l], s->kx, T, Hkv, d, pos0);
-            cache_write(s, true, s->v[l], s->vx, T, Hkv, d, pos0);
+            const float *kn = key_norm(s, l, s->kx, T, pos0);
+            cache_write(s, false, s->k[l], s->kx, T, Hkv, d, pos0, kn);
+            cache_write(s, true, s->v[l], s->vx, T, Hkv, d, pos0, NULL);
             skv_attn_args a = {
                 .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16, .k_bits = s->k_bits, .v_bits = s->v_bits,
+                .k_norm = kn,
                 .colsum = opts->colsum ? opts->colsum[l] : NULL,
                 .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
             };
@@ -574,10 +636,12 @@ int skv_forward_batch_rows(skv_batch *b, skv_state **states, const int *tokens, 
                 if (o->attn(o->attn_ctx, l, q, k, v, s->n_past, T, att) != 0)
                     return skv_error_prefix("skv_forward_batch: entry %d", i);
             } else {
-                cache_write(s, false, s->k[l], k, T, Hkv, d, s->n_past);
-                cache_write(s, true, s->v[l], v, T, Hkv, d, s->n_past);
+                const float *kn = key_norm(s, l, k, T, s->n_past);
+                cache_write(s, false, s->k[l], k, T, Hkv, d, s->n_past, kn);
+                cache_write(s, true, s->v[l], v, T, Hkv, d, s->n_past, NULL);
                 skv_attn_args a = {
                     .T = T, .H = H, .Hkv = Hkv, .d = d, .pos0 = s->n_past, .S_cap = s->S_cap, .kv_f16 = s->kv_f16, .k_bits = s->k_bits, .v_bits = s->v_bits,
+                    .k_norm = kn,
                     .colsum = o->colsum ? o->colsum[l] : NULL,
                     .lastrow = o->lastrow ? o->lastrow[l] : NULL,
                 };

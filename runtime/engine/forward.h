@@ -20,6 +20,12 @@ typedef struct {
     int k_bits, v_bits;    /* 0, or 8 / 4: K (V) rows are quantised (kernels/cpu/kvquant.h) */
     size_t k_row_bytes, v_row_bytes;   /* bytes of one K (V) row: one token of one KV head */
     int n_past;            /* tokens already in the cache */
+    /* quantised keys (k_bits): per layer the key normalisation (2, Hkv, d: offset mu, scale
+     * sigma; kernels/cpu/kvquant.h) the rows were stored with, fitted on the layer's first
+     * block and set in k_norm_set[l]; k_norm_off keeps plain rows (an ablation) */
+    float *k_norm;
+    unsigned char *k_norm_set;
+    bool k_norm_off;
     void **k, **v;         /* [L] -> (Hkv, S_cap, d), in kv_arena (NULL without a cache) */
     void *kv_arena;        /* every layer's K then V, one huge-page block (common/hugemem.h) */
     size_t kv_arena_bytes;
@@ -86,6 +92,10 @@ skv_state *skv_state_new_nocache(const skv_model *m, int S_cap, int T_max, bool 
 void skv_forward_set_one_region(int on);
 void skv_state_free(skv_state *s);
 void skv_state_reset(skv_state *s);   /* forget the sequence (n_past = 0) */
+/* dst's cache <- src's: the first `layers` layers' rows, the key normalisation and n_past
+ * (a fork or a derived state); the two states must share the model, capacity and cache
+ * type. 0, or -1 + error. */
+int skv_state_copy_cache(skv_state *dst, const skv_state *src, int layers);
 
 /* Run T tokens at positions n_past .. n_past+T-1 and append their K/V.
  * Logits land in s->logits: (1, vocab) for LAST, (T, vocab) for ALL.

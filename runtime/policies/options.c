@@ -181,11 +181,14 @@ int skv_policy_spec_parse(const char *spec, skv_policy_spec *out) {
 void skv_policy_spec_label(const skv_policy_spec *s, char *buf, size_t n) {
     const skv_policy_desc *d = s->desc;
     size_t w = (size_t)snprintf(buf, n, "%s", d->name);
+    bool prev_named = false;
     for (int i = 0; i < d->n_opts && w < n; i++) {
         const skv_opt_desc *o = &d->opts[i];
         const double v = skv_opt_get(s, o);
         const bool at_ref = o->type == SKV_OPT_FLOAT ? (float)v == (float)o->label_ref : v == o->label_ref;
-        if (!(o->flags & SKV_OPT_LABEL_ALWAYS) && at_ref) continue;
+        const bool named = ((o->flags & SKV_OPT_LABEL_ALWAYS) || !at_ref) && (!(o->flags & SKV_OPT_LABEL_WITH_PREV) || prev_named);
+        prev_named = named;
+        if (!named) continue;
         const char *key = o->alias ? o->alias : o->name;
         switch (o->type) {
         case SKV_OPT_ENUM:

@@ -50,6 +50,9 @@ enum {
                                   "smallkv:mass" (combine=mass), "smallkv:nosal" */
     SKV_OPT_LABEL_ALWAYS = 2,  /* the canonical label names it even at its default */
     SKV_OPT_HIDDEN = 4,        /* for tests and experiments: not in --help */
+    SKV_OPT_LABEL_WITH_PREV = 8,   /* labels name it only while the option before it in the
+                                      table is named (a setting that only means something
+                                      with that one: smallkv's knorm after slmkv) */
 };
 
 /* One option of a policy. Values live in the policy's own options struct (at `off`): int
@@ -103,6 +106,8 @@ typedef struct {
     int k_bits, v_bits;        /* 0: its cache in the session's KV type; 8 / 4: keys (values)
                                   as quantised rows (kernels/cpu/kvquant.h; a full cache, CPU
                                   only; both or neither) */
+    bool plain_keys;           /* quantised keys stored without their normalisation (an
+                                  ablation; kvquant.h) */
 } skv_slm_need;
 
 /* What a policy may use besides its options: the models and the head mapping. */

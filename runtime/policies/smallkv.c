@@ -55,6 +55,10 @@ static const skv_opt_desc smallkv_opt_table[] = {
     {"slm_kv", "slmkv", SKV_OPT_ENUM, O(slm_kv), 0, 0, 0, slm_kv_names, 0, 0,
      "the SLM's cache: the session's KV type (f16), or 8- / 4-bit rows in groups of 32 (q8, q4; "
      "k8v4: 8-bit keys, 4-bit values); it only ranks tokens, so it needs less precision"},
+    /* labels name it with a quantised cache only: records before it (plain keys) say slmkv=q4 */
+    {"key_norm", "knorm", SKV_OPT_BOOL, O(key_norm), 1, 0, 1, NULL, SKV_OPT_LABEL_WITH_PREV, 0,
+     "with a quantised SLM cache: store its keys normalised per channel (offset and scale fitted on the "
+     "prompt, the query scaled instead; 4-bit keys then rank almost as 8-bit ones do); false: plain rows"},
     {"recent", NULL, SKV_OPT_FLOAT, O(recent), 1, 0, 1000, NULL, 0, 1,
      "recent weight of the fixed split critical:recent:marginal = 2:recent:2"},
     SKV_OPT_REDUCE(skv_smallkv_opts),
@@ -503,6 +507,7 @@ static int sk_init(skv_policy *p, const skv_policy_env *env) {
                             .as_session = o->slm_session && !env->prefill_base, .sinks = o->sinks,
                             .reduce = o->reduce, .draft_colsum = o->score != SKV_SLM_SCORE_NOW,
                             .k_bits = slm_kv_bits[o->slm_kv][0], .v_bits = slm_kv_bits[o->slm_kv][1],
+                            .plain_keys = !o->key_norm,
                             /* this step's rows are all score=now reads once the map is known */
                             .rows_only = o->score == SKV_SLM_SCORE_NOW && !online && !env->prefill_base};
     if (!online && !env->prefill_base && set_map(p, env->map)) return -1;

@@ -34,6 +34,7 @@ typedef struct {
     int slm_depth;        /* SLM layers to run (0: the profile's, else the deepest mapped + 1;
                              all when online) */
     int slm_kv;           /* the SLM's cache: 0 the session's type, 1 q8, 2 q4, 3 k8v4 (kvquant.h) */
+    bool key_norm;        /* quantised SLM keys stored normalised per channel (kvquant.h) */
     float slm_budget;     /* SLM cache H2O-compressed to this fraction (0 or 1: its full cache) */
     float recent;         /* recent weight of the fixed split critical:recent:marginal = 2:r:2 */
     int reduce;           /* skv_reduce: for the no-saliency ablation's H2O scores and the

@@ -61,6 +61,8 @@ skv_slm_guide *skv_slm_guide_new(const skv_model *slm, const skv_slm_need *need,
     } else if (!(g->st = need->k_bits ? skv_state_new_quant(slm, max_ctx, T_max, need->k_bits, need->v_bits)
                                        : skv_state_new(slm, max_ctx, T_max, kv_f16))) {
         goto fail;
+    } else {
+        g->st->k_norm_off = need->plain_keys;
     }
     return g;
 fail:
@@ -204,12 +206,8 @@ skv_slm_guide *skv_slm_guide_fork(const skv_slm_guide *g) {
         if (!(f->st = st->k_bits ? skv_state_new_quant(g->m, st->S_cap, st->T_max, st->k_bits, st->v_bits)
                                    : skv_state_new(g->m, st->S_cap, st->T_max, st->kv_f16)))
             goto fail;
-        f->st->n_past = st->n_past;
-        const size_t rows = (size_t)sc->n_kv_head * st->S_cap;
-        for (int l = 0; l < g->run_layers; l++) {
-            memcpy(f->st->k[l], g->st->k[l], rows * st->k_row_bytes);
-            memcpy(f->st->v[l], g->st->v[l], rows * st->v_row_bytes);
-        }
+        f->st->k_norm_off = st->k_norm_off;
+        if (skv_state_copy_cache(f->st, st, g->run_layers)) goto fail;
         if (g->spec_kmax && spec_enable_at(f, g->spec_kmax, g->spec_colsum)) goto fail;
     }
     return f;
@@ -223,6 +221,7 @@ static int take_refusal(const skv_slm_guide *dst, const skv_slm_guide *base) {
     if (!base || !base->st || base->m != dst->m || dst->run_layers > base->run_layers) return 1;
     /* a quantised cache changes the SLM's own prefill (its attention reads the rows) */
     if (base->st->k_bits != dst->st->k_bits || base->st->v_bits != dst->st->v_bits ||
+        base->st->k_norm_off != dst->st->k_norm_off ||
         base->st->k_row_bytes != dst->st->k_row_bytes || base->st->v_row_bytes != dst->st->v_row_bytes ||
         base->st->S_cap != dst->st->S_cap || (dst->colsum && !base->colsum) || dst->depth > base->depth)
         return 2;
@@ -242,13 +241,8 @@ int skv_slm_guide_take(skv_slm_guide *dst, const skv_slm_guide *base) {
         return skv_error("the base's SLM cache differs (%d/%d-bit K/V, %d/%d-bit needed; or its capacity, depth or "
                          "column sums)", base->st->k_bits, base->st->v_bits, dst->st->k_bits, dst->st->v_bits);
     const skv_config *sc = &dst->m->cfg;
-    dst->st->n_past = base->st->n_past;
-    const size_t rows = (size_t)sc->n_kv_head * base->st->S_cap;
     const size_t srows = (size_t)sc->n_head * dst->max_ctx * sizeof(float);
-    for (int l = 0; l < dst->run_layers; l++) {
-        memcpy(dst->st->k[l], base->st->k[l], rows * base->st->k_row_bytes);
-        memcpy(dst->st->v[l], base->st->v[l], rows * base->st->v_row_bytes);
-    }
+    if (skv_state_copy_cache(dst->st, base->st, dst->run_layers)) return -1;
     for (int l = 0; l < dst->depth; l++) {
         if (dst->colsum) memcpy(dst->colsum[l], base->colsum[l], srows);
         memcpy(dst->lastrow[l], base->lastrow[l], srows);
@@ -264,9 +258,12 @@ void skv_slm_guide_mem(const skv_slm_guide *g, skv_policy_mem *m) {
         skv_session_mem_report(g->sess, &r);
         m->cache_bytes = r.hot_used + r.cold_used;
     } else {
-        /* rows as stored: quantised groups with their scales (kvquant.h) */
+        /* rows as stored: quantised groups with their scales (kvquant.h), and the layers' key
+         * normalisation */
         m->cache_bytes = (size_t)g->run_layers * sc->n_kv_head * (size_t)g->st->n_past *
                          (g->st->k_row_bytes + g->st->v_row_bytes);
+        if (g->st->k_norm && !g->st->k_norm_off)
+            m->cache_bytes += (size_t)g->run_layers * 2 * sc->n_kv_head * sc->head_dim * sizeof(float);
     }
     const int sets = (g->colsum ? 2 : 1) + (g->spec_kmax ? (g->spec_kmax + 1) * (g->spec_colsum ? 2 : 1) : 0);
     m->score_bytes = (size_t)sets * g->depth * sc->n_head * g->max_ctx * sizeof(float);
