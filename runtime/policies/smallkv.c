@@ -58,7 +58,8 @@ static const skv_opt_desc smallkv_opt_table[] = {
     /* labels name it with a quantised cache only: records before it (plain keys) say slmkv=q4 */
     {"key_norm", "knorm", SKV_OPT_BOOL, O(key_norm), 1, 0, 1, NULL, SKV_OPT_LABEL_WITH_PREV, 0,
      "with a quantised SLM cache: store its keys normalised per channel (offset and scale fitted on the "
-     "prompt, the query scaled instead; 4-bit keys then rank almost as 8-bit ones do); false: plain rows"},
+     "prompt, the query scaled instead; 4-bit keys then rank almost as plain 8-bit ones did); knorm=false in "
+     "the spec: plain rows"},
     {"recent", NULL, SKV_OPT_FLOAT, O(recent), 1, 0, 1000, NULL, 0, 1,
      "recent weight of the fixed split critical:recent:marginal = 2:recent:2"},
     SKV_OPT_REDUCE(skv_smallkv_opts),
