@@ -56,7 +56,7 @@ QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM
 QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED) --gemm $(EVAL_GEMM)
 
-.PHONY: eval-gsm8k-knorm eval-equal-total-long eval-equal-total-long-knorm eval-slmkv-12pct eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-paper-rebuttal eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-kvzip eval-gsm8k-slmkv eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
+.PHONY: eval-equal-total-long eval-equal-total-long-knorm eval-slmkv-12pct eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-paper-rebuttal eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-kvzip eval-gsm8k-slmkv eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -261,7 +261,9 @@ eval-gsm8k-equal-memory: $(SKV) | data
 # of the full cache the settings fidelity chose (q4 SLM cache at 10 % hot, q8 at 10 %, k8v4
 # at 35 %) against Quest (page bounds 6.25 %), H2O and the oracle given the same device total,
 # then ~12 % (the 12-layer SLM, q4 cache, critical-heavy split, 5 % hot; H2O and Quest at
-# 11.6 %); one total at a time, each SmallKV cell ~45 min on 2 cores, each other ~7; resumable
+# 11.6 %); one total at a time, each SmallKV cell ~45 min on 2 cores, each other ~7; resumable.
+# The q4 cell's records made before key normalisation (plain keys) are labelled slmkv=q4; with
+# a binary since then each SmallKV cell is labelled :knorm and runs anew beside them
 GSM8K_D12 = OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) \
             --profile $(EQ12_WORK)/qwen-d12.skvprof --threads $(EVAL_THREADS) --gemm $(EVAL_GEMM) \
             gsm8k --limit 100 -o results/qwen-gsm8k-equal-memory.json
@@ -281,11 +283,6 @@ eval-gsm8k-slmkv: $(SKV) | data
 	$(GSM8K_D12) --policies smallkv:slmkv=q4:split=small --budgets 0.05
 	$(GSM8K_EQMEM) --policies quest --budgets 0.053
 	$(GSM8K_EQMEM) --policies h2o,oracle --budgets 0.116
-# the ~23 % cell again with the q4 SLM cache's keys normalised (the default since; labelled
-# ":knorm"), into a file of its own; report it with results/qwen-gsm8k-equal-memory.json
-eval-gsm8k-knorm: $(SKV) | data
-	@mkdir -p results
-	$(QEVAL_PACKED) gsm8k --limit 100 -o results/qwen-gsm8k-knorm.json --policies smallkv:slmkv=q4 --budgets 0.1
 
 # speculative decoding (scripts/spec-bench.sh, docs/performance.md): the plain full cache
 # and SmallKV at 20 %, each with the SLM drafting 2 / 4 (/ 6) tokens, adaptively up to 6, and
