@@ -41,6 +41,11 @@ void skv_kv_store_any(void *row, const float *src, int d, int bits, bool f16) {
     else skv_kv_store(row, f16, 0, src, d);
 }
 
+void skv_kv_store_key(void *row, const float *src, const float *norm, int h, int Hkv, int d, int bits, bool f16) {
+    if (bits && norm) skv_kvq_quantize_key(row, src, norm + (size_t)h * d, norm + ((size_t)Hkv + h) * d, d, bits);
+    else skv_kv_store_any(row, src, d, bits, f16);
+}
+
 /* The new key / value row pos0 of KV head h (a->knew, a->vnew) into the caches. */
 static void store_new_row(void *kc, void *vc, const skv_attn_args *a, int h) {
     const size_t off = ((size_t)h * a->S_cap + (size_t)a->pos0) * a->d;

@@ -40,6 +40,9 @@ void skv_kv_store(void *cache, bool f16, size_t off, const float *src, int d);
 /* Store one cache row of d values at row: quantised to bits (8 / 4, kvquant.h), else fp16 /
  * fp32 as f16 says. */
 void skv_kv_store_any(void *row, const float *src, int d, int bits, bool f16);
+/* The same for a key row of KV head h with the layer's key normalisation norm (2, Hkv, d:
+ * mu, then sigma; kvquant.h), which applies to quantised rows only; norm NULL: skv_kv_store_any */
+void skv_kv_store_key(void *row, const float *src, const float *norm, int h, int Hkv, int d, int bits, bool f16);
 
 /* Bytes of one K (v false) or V (v true) cache row, one token of one KV head. */
 size_t skv_attn_row_bytes(const skv_attn_args *a, bool v);

@@ -132,11 +132,7 @@ void skv_attention_q_team(float *out, const float *q, void *kc, void *vc, const 
         for (int h = 0; h < Hkv; h++) {
             uint8_t *kr = (uint8_t *)kc + (size_t)h * head_k + (size_t)a->pos0 * rk;
             uint8_t *vr = (uint8_t *)vc + (size_t)h * head_v + (size_t)a->pos0 * rv;
-            if (a->k_bits && a->k_norm)
-                skv_kvq_quantize_key(kr, a->knew + (size_t)h * d, a->k_norm + (size_t)h * d,
-                                     a->k_norm + ((size_t)Hkv + h) * d, d, a->k_bits);
-            else
-                skv_kv_store_any(kr, a->knew + (size_t)h * d, d, a->k_bits, a->kv_f16);
+            skv_kv_store_key(kr, a->knew + (size_t)h * d, a->k_norm, h, Hkv, d, a->k_bits, a->kv_f16);
             skv_kv_store_any(vr, a->vnew + (size_t)h * d, d, a->v_bits, a->kv_f16);
         }
     }

@@ -234,8 +234,8 @@ static void cache_write(const skv_state *s, bool v, void *cache, const float *sr
         for (int h = 0; h < Hkv; h++) {
             uint8_t *row = (uint8_t *)cache + ((size_t)h * S_cap + pos0 + t) * rb;
             const float *x = src + ((size_t)t * Hkv + h) * d;
-            if (norm && bits) skv_kvq_quantize_key(row, x, norm + (size_t)h * d, norm + ((size_t)Hkv + h) * d, d, bits);
-            else skv_kv_store_any(row, x, d, bits, s->kv_f16);
+            if (v) skv_kv_store_any(row, x, d, bits, s->kv_f16);
+            else skv_kv_store_key(row, x, norm, h, Hkv, d, bits, s->kv_f16);
         }
 }
 
@@ -469,7 +469,7 @@ static int decode_one_region(skv_state *s, int token, const skv_fwd_opts *opts, 
                 skv_rope_apply(kp, Hkv, d, cs, sn, c->rope_mode);
                 skv_attn_args a = {
                     .T = 1, .H = H, .Hkv = Hkv, .d = d, .pos0 = pos0, .S_cap = s->S_cap, .kv_f16 = s->kv_f16, .k_bits = s->k_bits, .v_bits = s->v_bits,
-                    .k_norm = s->k_norm && !s->k_norm_off ? s->k_norm + (size_t)l * 2 * KV : NULL,
+                    .k_norm = key_norm(s, l, NULL, 1, pos0),   /* decided before the region: a read */
                     .colsum = opts->colsum ? opts->colsum[l] : NULL,
                     .lastrow = opts->lastrow ? opts->lastrow[l] : NULL,
                     .knew = kp, .vnew = vp,
