@@ -182,6 +182,18 @@ static void test_policy_flags(void **st) {
     expect_error("policy h2o has no option 'bogus' (its options: heavy, reduce, sinks)", a);
     snprintf(a, sizeof a, "generate --llm %s --policy h2o --heavy 2 --prompt hi -n 1", smol);
     expect_error("heavy=2 is not a number in [0, 1]", a);
+    /* --NAME=VALUE is the same as --NAME VALUE; a switch can be turned off that way */
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --heavy=0.3 --reduce=max --budget 0.5 --prompt hi -n 1 --threads 2", smol);
+    assert_int_equal(run(out, sizeof out, "%s", a), 0);
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --heavy=2 --prompt hi -n 1", smol);
+    expect_error("heavy=2 is not a number in [0, 1]", a);
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --key-norm=maybe --prompt hi -n 1", smol);
+    expect_error("key_norm takes no value or one of", a);
+    snprintf(a, sizeof a, "generate --llm %s --policy h2o --heavy= --prompt hi -n 1", smol);
+    expect_error("heavy= is not a number", a);
+    snprintf(a, sizeof a, "eval fidelity --llm %s --policies h2o --heavy=2 -o /tmp/skv_test_cli_unused.json", smol);
+    assert_int_equal(run(out, sizeof out, "%s", a), 2);
+    assert_non_null(strstr(out, "heavy=2 is not a number in [0, 1]"));
     /* the help lists every policy with its options */
     assert_int_equal(run(out, sizeof out, "generate --help"), 0);
     assert_non_null(strstr(out, "heavy=F"));

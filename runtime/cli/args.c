@@ -75,6 +75,17 @@ bool cli_prefill_attn(int argc, char **argv, int *i) {
     return true;
 }
 
+bool cli_flag_name(const char *a, char *name, size_t n, const char **value) {
+    if (a[0] != '-' || a[1] != '-' || !a[2]) return false;
+    const char *eq = strchr(a + 2, '=');
+    const size_t len = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+    if (len == 0 || len >= n) return false;
+    memcpy(name, a + 2, len);
+    name[len] = 0;
+    *value = eq ? eq + 1 : NULL;
+    return true;
+}
+
 void cli_set_threads(int n) {
     if (n > 0) omp_set_num_threads(n);
 }

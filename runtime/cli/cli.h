@@ -7,6 +7,7 @@
 #ifndef SKV_CLI_H
 #define SKV_CLI_H
 #include <stdbool.h>
+#include <stddef.h>
 
 enum { CLI_OK = 0, CLI_ERR = 1, CLI_USAGE = 2 };
 
@@ -32,6 +33,9 @@ int cli_fail(const char *context);
  * bf16 on a CPU without AMX-BF16 a note on stderr says the exact kernel runs. false on a bad
  * value (reason printed). */
 bool cli_prefill_attn(int argc, char **argv, int *i);
+/* A long option `--NAME` or `--NAME=VALUE` (a policy option's flag): NAME into name[n] and
+ * the inline VALUE (or NULL) into *value. false when `a` is not `--...` or NAME does not fit. */
+bool cli_flag_name(const char *a, char *name, size_t n, const char **value);
 /* omp_set_num_threads(n) when n > 0 (default: all cores). */
 void cli_set_threads(int n);
 

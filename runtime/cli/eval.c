@@ -52,8 +52,9 @@ static const char *EVAL_USAGE =
     "                       pyramidkv,adakv,smallkv); options after ':', by name, short name or\n"
     "                       bare value, e.g. smallkv:mass:online, smallkv:nosal, smallkv:score=acc,\n"
     "                       smallkv:depth=16, smallkv:slmb=0.4, h2o:sinks=8 (options below)\n"
-    "  --OPTION VALUE       any policy option (e.g. --combine mass, --mapping online, --sinks 8):\n"
-    "                       the default for every cell whose policy has it\n"
+    "  --OPTION VALUE       any policy option (e.g. --combine mass, --mapping=online, --sinks 8,\n"
+    "                       --key-norm=false; a bare switch turns it on): the default for every\n"
+    "                       cell whose policy has it\n"
     "  --budgets LIST       fractions of the full cache (default 0.05,0.1,0.2,0.4); full runs once\n"
     "  --granularity G      kv (default): one token set per KV head; head: per attention head,\n"
     "                       the KV head storing the union (h2o, smallkv)\n"
@@ -250,6 +251,8 @@ static int eval_main(int argc, char **argv, int rank, int size) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
+        char flag[64];
+        const char *inline_value = NULL;
         if (cli_is_help(a)) { fputs(EVAL_USAGE, stdout); fputs(skv_policy_help(), stdout); free_cfg(&c); return CLI_OK; }
         else if (!strcmp(a, "--llm")) ok = cli_str(argc, argv, &i, &c.llm_path);
         else if (!strcmp(a, "--slm")) ok = cli_str(argc, argv, &i, &c.slm_path);
@@ -312,12 +315,13 @@ static int eval_main(int argc, char **argv, int rank, int size) {
         else if (!strcmp(a, "--batch")) ok = cli_int(argc, argv, &i, 1, 64, &c.batch);
         else if (!strcmp(a, "--variants")) { ok = cli_int(argc, argv, &i, 1, 8, &c.variants); variants_given = true; }
         else if (!strcmp(a, "--draft")) ok = cli_int(argc, argv, &i, 0, 10, &c.draft);
-        else if (a[0] == '-' && a[1] == '-' && skv_policy_any_option(a + 2)) {
-            /* a policy option: the default of every cell whose policy has it */
-            const skv_opt_desc *od = skv_policy_any_option(a + 2);
-            const char *v = NULL;
-            if (od->type != SKV_OPT_BOOL && !(ok = cli_str(argc, argv, &i, &v))) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, NULL); }
-            if (skv_policy_option_check(a + 2, v)) {
+        else if (cli_flag_name(a, flag, sizeof flag, &inline_value) && skv_policy_any_option(flag)) {
+            /* a policy option (--NAME VALUE, --NAME=VALUE, a bare --NAME turns a switch on):
+             * the default of every cell whose policy has it */
+            const skv_opt_desc *od = skv_policy_any_option(flag);
+            const char *v = inline_value;
+            if (!v && od->type != SKV_OPT_BOOL && !(ok = cli_str(argc, argv, &i, &v))) { free_cfg(&c); return cli_usage_error(EVAL_USAGE, NULL); }
+            if (skv_policy_option_check(flag, v)) {
                 free_cfg(&c);
                 return cli_usage_error(EVAL_USAGE, "eval: %s", skv_last_error());
             }

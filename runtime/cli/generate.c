@@ -60,7 +60,8 @@ static const char *GEN_USAGE =
     "                   default): its LM head reads that share of its rows (BPE ids follow\n"
     "                   merge order: the frequent tokens first); output unchanged\n"
     "  --OPTION VALUE   any option of the chosen policy (listed below), e.g. --heavy 0.3,\n"
-    "                   --score acc, --no-saliency; an option the policy lacks is ignored with a note\n"
+    "                   --score=acc, --no-saliency (a switch: on), --key-norm=false (off); an\n"
+    "                   option the policy lacks is ignored with a note\n"
     "Exit status: 0 ok, 1 error (one line on stderr), 2 bad usage.\n"
     "Policies and their options:\n";
 
@@ -198,6 +199,7 @@ int cmd_generate(int argc, char **argv) {
     int draft_adapt = 0, draft_vocab = 0;
     float budget = 0.2f;
     smallkv_policy_opt popts[MAX_POLICY_OPTS];
+    char popt_names[MAX_POLICY_OPTS][64];
     int n_popts = 0;
     gen_cfg g = {.n_gen = 128};
     smallkv_options o;
@@ -206,6 +208,8 @@ int cmd_generate(int argc, char **argv) {
         const char *a = argv[i];
         bool ok = true;
         int takes = 0;
+        char flag[64];
+        const char *inline_value = NULL;
         if (cli_is_help(a)) { fputs(GEN_USAGE, stdout); fputs(smallkv_policies_help(), stdout); return CLI_OK; }
         else if (!strcmp(a, "--prompt") || !strcmp(a, "-p")) {
             if (n_prompts == MAX_PROMPTS) return cli_usage_error(GEN_USAGE, "generate: at most %d prompts", MAX_PROMPTS);
@@ -244,10 +248,12 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--prefill-attn")) ok = cli_prefill_attn(argc, argv, &i);
         else if (!strcmp(a, "--device")) ok = cli_str(argc, argv, &i, &device);
         else if (!strcmp(a, "--stats") || !strcmp(a, "--verbose") || !strcmp(a, "-v")) g.stats = true;
-        else if (a[0] == '-' && a[1] == '-' && smallkv_policy_option(a + 2, &takes)) {
+        else if (cli_flag_name(a, flag, sizeof flag, &inline_value) && smallkv_policy_option(flag, &takes)) {
+            /* a policy option: --NAME VALUE, --NAME=VALUE, or a bare --NAME turning a switch on */
             if (n_popts == MAX_POLICY_OPTS) return cli_usage_error(GEN_USAGE, "generate: at most %d policy options", MAX_POLICY_OPTS);
-            popts[n_popts] = (smallkv_policy_opt){.name = a + 2, .value = NULL};
-            if (takes) ok = cli_str(argc, argv, &i, &popts[n_popts].value);
+            memcpy(popt_names[n_popts], flag, sizeof flag);
+            popts[n_popts] = (smallkv_policy_opt){.name = popt_names[n_popts], .value = inline_value};
+            if (takes && !inline_value) ok = cli_str(argc, argv, &i, &popts[n_popts].value);
             n_popts += ok;
         }
         else if (a[0] == '-' && a[1]) return cli_usage_error(GEN_USAGE, "generate: unknown option '%s'", a);
