@@ -56,7 +56,7 @@ QEVAL := $(EVAL_ENV) $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM
 QEVAL_SPEED := $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) $(QWEN_MAP) --threads $(EVAL_THREADS)
 QEVAL_PACKED := OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(QEVAL_SPEED) --gemm $(EVAL_GEMM)
 
-.PHONY: eval-equal-total-long eval-equal-total-long-grid eval-equal-total-long-knorm eval-slmkv-12pct eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-paper-rebuttal eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-kvzip eval-gsm8k-slmkv eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
+.PHONY: eval-equal-total-long eval-equal-total-long-grid eval-equal-total-long-knorm eval-equal-total-8k eval-slmkv-12pct eval-length-speed eval-paper eval-paper-gsm8k eval-paper-bbh eval-paper-rebuttal eval-slmkv-heldout slmkv-heldout-cells eval-niah eval-slmkv-equal-memory eval-equal-memory eval-gsm8k-equal-memory eval-passkey-retrieval eval-bbh-retrieval eval-gsm8k-200 eval-gsm8k-kvzip eval-gsm8k-slmkv eval-gsm8k-rest eval-spec eval-spec-batch eval-spec-gsm8k eval-retrieval eval-quick eval-combine eval eval-fidelity eval-ablation eval-passkey eval-speed eval-calibration eval-gsm8k eval-report
 eval-quick: $(SKV) | data
 	@mkdir -p results
 	$(QUICK) fidelity --tokens 768 --prefill 512 --budgets 0.1,0.2 \
@@ -221,37 +221,37 @@ eval-length-speed: $(SKV) | data
 	done
 
 # Equal total device memory at long contexts (issue 43; docs/results.md section 17): pg-essays
-# documents of EQLONG_LENGTH tokens, prefilled once and derived into every cell, then 64
-# teacher-forced steps. SmallKV at 10 % hot holds ~22.8 % of the full cache's bytes on the
-# device with a q4 SLM cache and ~27.3 % with k8v4 (the SLM cache's share does not depend on
-# the length); Quest at 16.5 / 21.1 % and H2O and the oracle at 22.7 / 27.3 % hold the same.
-# This file's SmallKV cells store plain keys (knorm=false; the normalised ones are the next
-# target's). KL against the full cache, bootstrap intervals over the documents; resumable
-# (--limit adds documents). ~30 min a 4K document on one busy core.
-EQLONG_LENGTH ?= 4096
+# documents of L tokens, prefilled once and derived into every cell, then 64 teacher-forced
+# steps. SmallKV at 10 % hot holds ~22.8 % of the full cache's bytes on the device with a q4
+# SLM cache and ~27.3 % with k8v4 (the SLM cache's share does not depend on the length); Quest
+# at 16.5 / 21.1 % (page bounds included) and H2O and the oracle at 22.7 / 27.3 % hold the
+# same (POLICY@B1/B2: a policy's own budgets). KL against the full cache, bootstrap intervals
+# over the documents; resumable (EQLONG_DOCS adds documents). A 4K document takes ~10 min of
+# one core, an 8K one ~25.
 EQLONG_DOCS   ?= 6
-EQLONG = $(EQ12_FID) --profile $(QWEN_PROF) fidelity --corpora pg-essays --tokens $$(($(EQLONG_LENGTH) + 65)) \
-	  --prefill $(EQLONG_LENGTH) --limit $(EQLONG_DOCS) --batch 16
+EQLONG_AT = $(EQ12_FID) --profile $(QWEN_PROF) fidelity --corpora pg-essays --tokens $$(($(1) + 65)) \
+	  --prefill $(1) --limit $(EQLONG_DOCS) --batch 16
+EQLONG_OTHERS = quest@0.165/0.211,h2o@0.227/0.273,oracle@0.227/0.273
+# 4K: this file's SmallKV cells store plain keys (knorm=false), the next target's file the
+# normalised ones (the default since d00ae71); documents 0-2 also have KVzip and every policy
+# at every budget (the cross product, eval-equal-total-long-grid).
 eval-equal-total-long: $(SKV) | data
 	@mkdir -p results
-	$(EQLONG) --policies full,smallkv:slmkv=q4:knorm=false,smallkv:slmkv=k8v4:knorm=false --budgets 0.1 \
-	  -o results/qwen-equal-total-$(EQLONG_LENGTH).json
-	$(EQLONG) --policies quest,h2o,oracle --budgets 0.165,0.211,0.227,0.273 \
-	  -o results/qwen-equal-total-$(EQLONG_LENGTH).json
-# Every policy (KVzip too) at every budget, the cross product (equal hot budget as well):
-# documents 0-2 of the file above have it; ~40 min a 4K document.
-eval-equal-total-long-grid: $(SKV) | data
-	@mkdir -p results
-	$(EQLONG) --policies full,smallkv:slmkv=q4:knorm=false,smallkv:slmkv=k8v4:knorm=false,quest,h2o,kvzip,oracle \
-	  --budgets 0.1,0.165,0.211,0.227,0.273 -o results/qwen-equal-total-$(EQLONG_LENGTH).json
-# The same documents with SmallKV's quantised SLM caches storing their keys normalised per
-# channel (kernels/cpu/kvquant.h; the default since then, labelled ":knorm"; the records of the
-# file above have plain keys), at 10 % hot: the q4 cell against the same 22.7 % device total,
-# k8v4 against 27.3 %. A separate file: never two runs on one results file.
+	$(call EQLONG_AT,4096) --policies full,smallkv:slmkv=q4:knorm=false,smallkv:slmkv=k8v4:knorm=false,$(EQLONG_OTHERS) \
+	  --budgets 0.1 -o results/qwen-equal-total-4096.json
 eval-equal-total-long-knorm: $(SKV) | data
 	@mkdir -p results
-	$(EQLONG) --policies full,smallkv:slmkv=q4,smallkv:slmkv=k8v4 --budgets 0.1 \
-	  -o results/qwen-equal-total-$(EQLONG_LENGTH)-knorm.json
+	$(call EQLONG_AT,4096) --policies full,smallkv:slmkv=q4,smallkv:slmkv=k8v4 --budgets 0.1 \
+	  -o results/qwen-equal-total-4096-knorm.json
+eval-equal-total-long-grid: $(SKV) | data
+	@mkdir -p results
+	$(call EQLONG_AT,4096) --policies full,smallkv:slmkv=q4:knorm=false,smallkv:slmkv=k8v4:knorm=false,quest,h2o,kvzip,oracle \
+	  --budgets 0.1,0.165,0.211,0.227,0.273 -o results/qwen-equal-total-4096.json
+# 8K: every cell in one file, SmallKV as it runs by default (normalised keys)
+eval-equal-total-8k: $(SKV) | data
+	@mkdir -p results
+	$(call EQLONG_AT,8192) --policies full,smallkv:slmkv=q4,smallkv:slmkv=k8v4,$(EQLONG_OTHERS) \
+	  --budgets 0.1 -o results/qwen-equal-total-8192.json
 
 # GSM8K at equal total device memory (docs/results.md section 15), 100 problems: SmallKV
 # score=now at 10 % hot with its SLM cache compressed (slmb) to 24 %, 20 % in total, against

@@ -516,6 +516,30 @@ static void test_resume(void **st) {
     }
     assert_int_equal(n_float, 2);
     skv_store_free(s);
+    /* a policy's own budgets: h2o@0.25/0.5 runs h2o at those two, the others at --budgets;
+     * the cells already there (h2o and streamingllm at 0.5) are not run again */
+    snprintf(cmd, sizeof cmd, "%s eval fidelity --llm %s %s --policies h2o@0.25/0.5,streamingllm -o %s 2>/dev/null", bin,
+             model, common, out);
+    assert_int_equal(count_new(cmd), 1);
+    s = skv_store_load(out);
+    assert_non_null(s);
+    assert_int_equal(skv_store_count(s), 6);
+    int n_quarter = 0;
+    cJSON_ArrayForEach(r, s->records) {
+        if (cJSON_GetObjectItem(r, "budget")->valuedouble != 0.25) continue;
+        n_quarter++;
+        assert_string_equal(cJSON_GetObjectItem(r, "policy")->valuestring, "h2o");
+        assert_non_null(strstr(cJSON_GetObjectItem(r, "key")->valuestring, "|h2o|b=0.25|"));
+    }
+    assert_int_equal(n_quarter, 1);
+    skv_store_free(s);
+    const char *bad[] = {"h2o@", "h2o@0", "h2o@0.2/", "h2o@1.5", "h2o@0.2,x@"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(cmd, sizeof cmd, "%s eval fidelity --llm %s %s --policies %s -o %s >/dev/null 2>&1", bin, model, common,
+                 bad[i], out);
+        const int sb = system(cmd);
+        assert_true(WIFEXITED(sb) && WEXITSTATUS(sb) == 2);
+    }
     snprintf(cmd, sizeof cmd, "%s eval fidelity --llm %s %s --gemm fp8 -o %s >/dev/null 2>&1", bin, model, common, out);
     const int st3 = system(cmd);
     assert_true(WIFEXITED(st3) && WEXITSTATUS(st3) == 2);

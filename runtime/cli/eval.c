@@ -55,7 +55,8 @@ static const char *EVAL_USAGE =
     "  --OPTION VALUE       any policy option (e.g. --combine mass, --mapping=online, --sinks 8,\n"
     "                       --key-norm=false; a bare switch turns it on): the default for every\n"
     "                       cell whose policy has it\n"
-    "  --budgets LIST       fractions of the full cache (default 0.05,0.1,0.2,0.4); full runs once\n"
+    "  --budgets LIST       fractions of the full cache (default 0.05,0.1,0.2,0.4); full runs once;\n"
+    "                       a policy's own list replaces it for that policy: quest@0.165/0.211\n"
     "  --granularity G      kv (default): one token set per KV head; head: per attention head,\n"
     "                       the KV head storing the union (h2o, smallkv)\n"
     "  --gemm int8|float    multi-row products (prefill) on the CPU: int8 (default: each prompt\n"
@@ -361,6 +362,10 @@ static int eval_main(int argc, char **argv, int rank, int size) {
     else if ((c.n_corpora = eval_split(corpora, c.corpora, MAXL)) <= 0) why = "bad --corpora";
     else if ((c.n_bbh = eval_split(bbh, c.bbh_tasks, MAXL)) <= 0) why = "bad --bbh-tasks";
     else if (c.prefill + 2 > c.tokens) why = "--prefill must be at most --tokens - 2";
+    for (int i = 0; !why && i < c.n_pols; i++) {   /* "SPEC@B1/B2": the policy's own budgets */
+        if ((c.pol_n_budgets[i] = eval_split_pol_budgets(c.pol_specs[i], c.pol_budgets[i], MAXL)) < 0)
+            why = "bad budgets after a policy's '@' (fractions in (0, 1] joined by '/', e.g. quest@0.165/0.211)";
+    }
     if (!why) {
         double tmp[MAXL];
         if ((c.n_lengths = eval_split_num(lengths, tmp, MAXL, 16, 1 << 20)) <= 0) why = "bad --lengths";

@@ -22,6 +22,9 @@ typedef struct {
     char defaults[512];            /* "name=value,..." policy option defaults from the flags */
     char *pol_specs[MAXL]; int n_pols;
     double budgets[MAXL]; int n_budgets;
+    /* a policy's own budgets (`--policies quest@0.165/0.211`): pol_budgets[i] for pols[i] when
+     * pol_n_budgets[i] > 0, else the --budgets list */
+    double pol_budgets[MAXL][MAXL]; int pol_n_budgets[MAXL];
     char *corpora[MAXL]; int n_corpora;
     int lengths[MAXL]; int n_lengths;
     int depths[MAXL]; int n_depths;
@@ -69,6 +72,14 @@ void eval_fid_progress(void *u, long done, long total);   /* a progress callback
 bool eval_runs_slm(const skv_eval_pol *p);
 void eval_make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n);
 bool eval_have(const eval_cfg *c, const char *key);
+/* the budgets policy p runs at (its own list, else --budgets; a policy that keeps every token:
+ * the first only) into *b; returns how many */
+int eval_pol_budgets(const eval_cfg *c, const skv_eval_pol *p, const double **b);
+/* cells a unit runs for the policies pl[0..npl) */
+int eval_n_cells(const eval_cfg *c, const skv_eval_pol *const *pl, int npl);
+/* Split a --policies entry "SPEC[@B1/B2...]" in place: the spec stays in s, the budgets go to
+ * out; returns how many (0: none given), -1 on a bad list */
+int eval_split_pol_budgets(char *s, double *out, int max);
 bool eval_take_unit(eval_cfg *c, const char *unit, const skv_eval_pol *const *pl, int npl, double work);
 int eval_grid_pols(const eval_cfg *c, const skv_eval_pol **pl);
 void eval_add_unit_time(cJSON *r, double seconds, int cells);

@@ -39,7 +39,15 @@ int eval_run_depth(eval_cfg *c) {
     /* the smallkv spec to vary: the first smallkv in --policies, else the default */
     char base[160] = "smallkv";
     for (int i = 0; i < c->n_pols; i++)
-        if (!strncmp(c->pol_specs[i], "smallkv", 7)) { snprintf(base, sizeof base, "%s", c->pol_specs[i]); break; }
+        if (!strncmp(c->pol_specs[i], "smallkv", 7)) {
+            snprintf(base, sizeof base, "%s", c->pol_specs[i]);
+            if (c->pol_n_budgets[i] > 0) {   /* smallkv@B...: its budgets are every depth's */
+                c->n_budgets = c->pol_n_budgets[i];
+                memcpy(c->budgets, c->pol_budgets[i], sizeof c->budgets);
+            }
+            break;
+        }
+    memset(c->pol_n_budgets, 0, sizeof c->pol_n_budgets);
     int32_t *maps = skv_malloc((size_t)nd * pr->n_llm * sizeof *maps, "depth maps");
     if (!maps) return cli_fail(NULL);
     const float *S = skv_profile_sim(pr, pr->metric);
@@ -134,7 +142,8 @@ int eval_run_fidelity(eval_cfg *c, bool calibration) {
     int n_units = c->n_corpora * c->limit;
     c->work_total = 0;
     for (int u = 0; u < n_units; u++) c->work_total += steps;   /* reference */
-    c->work_total *= 1 + npl * c->n_budgets;
+    const int ncell = eval_n_cells(c, pl, npl);
+    c->work_total *= 1 + ncell;
     for (int ci = 0; ci < c->n_corpora; ci++) {
         size_t len;
         char *text = skv_eval_corpus(c->data_dir, c->corpora[ci], &len);
@@ -142,22 +151,24 @@ int eval_run_fidelity(eval_cfg *c, bool calibration) {
         for (int d = 0; d < c->limit; d++) {
             char unit[128];
             snprintf(unit, sizeof unit, "%s#%d,N=%d,P=%d", c->corpora[ci], d, c->tokens, c->prefill);
-            if (!eval_take_unit(c, unit, pl, npl, (double)steps * (1 + npl * c->n_budgets))) continue;
+            if (!eval_take_unit(c, unit, pl, npl, (double)steps * (1 + ncell))) continue;
             skv_fid_cell cells[MAXL * MAXL / 4];
             char keys[MAXL * MAXL / 4][512];
             int n = 0;
-            for (int p = 0; p < npl; p++)
-                for (int b = 0; b < c->n_budgets; b++) {
-                    if ((pl[p]->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
+            for (int p = 0; p < npl; p++) {
+                const double *bl;
+                const int nb = eval_pol_budgets(c, pl[p], &bl);
+                for (int b = 0; b < nb; b++) {
                     if (n == (int)(sizeof cells / sizeof *cells)) break;
-                    eval_make_key(c, unit, pl[p], c->budgets[b], keys[n], sizeof keys[n]);
+                    eval_make_key(c, unit, pl[p], bl[b], keys[n], sizeof keys[n]);
                     if (eval_have(c, keys[n])) continue;
                     memset(&cells[n], 0, sizeof cells[n]);
                     cells[n].pol = pl[p];
-                    cells[n].budget = c->budgets[b];
+                    cells[n].budget = bl[b];
                     n++;
                 }
-            if (!n) { c->work_done += (double)steps * (1 + npl * c->n_budgets); continue; }
+            }
+            if (!n) { c->work_done += (double)steps * (1 + ncell); continue; }
             int *toks = NULL;
             if (skv_eval_document(c->llm->tok, text, len, c->tokens, d, &toks) < 0) { free(text); return cli_fail(c->corpora[ci]); }
             c->unit_name = unit;
@@ -168,7 +179,7 @@ int eval_run_fidelity(eval_cfg *c, bool calibration) {
             free(toks);
             const double unit_s = skv_now() - t_unit;
             if (rc) { free(text); for (int i = 0; i < n; i++) skv_fid_free(&cells[i].acc); return cli_fail(unit); }
-            c->work_done += (double)steps * (1 + npl * c->n_budgets);
+            c->work_done += (double)steps * (1 + ncell);
             eval_show_progress(c, 0);
             for (int i = 0; i < n; i++) {
                 skv_fid_summary s;

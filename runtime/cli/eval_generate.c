@@ -32,18 +32,20 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
     skv_gen_cell cells[MAXL * MAXL / 4];
     char keys[MAXL * MAXL / 4][512];
     int n = 0, rc = CLI_OK;
-    for (int p = 0; p < c->n_pols; p++)
-        for (int b = 0; b < c->n_budgets; b++) {
-            const skv_eval_pol *pol = &c->pols[p];
-            if ((pol->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
+    for (int p = 0; p < c->n_pols; p++) {
+        const skv_eval_pol *pol = &c->pols[p];
+        const double *bl;
+        const int nb = eval_pol_budgets(c, pol, &bl);
+        for (int b = 0; b < nb; b++) {
             if (n == (int)(sizeof cells / sizeof *cells)) break;
-            eval_make_key(c, unit, pol, c->budgets[b], keys[n], sizeof keys[n]);
+            eval_make_key(c, unit, pol, bl[b], keys[n], sizeof keys[n]);
             if (eval_have(c, keys[n])) { c->work_done += 1; continue; }
             memset(&cells[n], 0, sizeof cells[n]);
             cells[n].pol = pol;
-            cells[n].budget = c->budgets[b];
+            cells[n].budget = bl[b];
             n++;
         }
+    }
     c->unit_name = unit;
     c->unit_work = n;
     const double t_unit = skv_now();
@@ -116,9 +118,9 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
 }
 
 static int n_cells(const eval_cfg *c) {
-    int n = 0;
-    for (int p = 0; p < c->n_pols; p++) n += c->pols[p].spec.desc->caps & SKV_POLICY_KEEPS_ALL ? 1 : c->n_budgets;
-    return n;
+    const skv_eval_pol *pl[MAXL];
+    for (int p = 0; p < c->n_pols; p++) pl[p] = &c->pols[p];
+    return eval_n_cells(c, pl, c->n_pols);
 }
 
 int eval_run_passkey(eval_cfg *c) {

@@ -4,6 +4,7 @@
 #include "runtime/cli/eval_cfg.h"
 #include "common/util.h"
 #include "kernels/cpu/matmul.h"
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,39 @@ void eval_make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, d
 
 /* ------------------------------------------------------------------ units and shards */
 
+int eval_pol_budgets(const eval_cfg *c, const skv_eval_pol *p, const double **b) {
+    const long i = p - c->pols;
+    const bool own = i >= 0 && i < c->n_pols && c->pol_n_budgets[i] > 0;
+    *b = own ? c->pol_budgets[i] : c->budgets;
+    const int n = own ? c->pol_n_budgets[i] : c->n_budgets;
+    return (p->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && n > 1 ? 1 : n;
+}
+
+int eval_n_cells(const eval_cfg *c, const skv_eval_pol *const *pl, int npl) {
+    int n = 0;
+    for (int p = 0; p < npl; p++) {
+        const double *bl;
+        n += eval_pol_budgets(c, pl[p], &bl);
+    }
+    return n;
+}
+
+int eval_split_pol_budgets(char *s, double *out, int max) {
+    char *at = strchr(s, '@');
+    if (!at) return 0;
+    *at = 0;
+    int n = 0;
+    for (char *t = at + 1;; n++) {
+        char *end;
+        errno = 0;
+        const double v = strtod(t, &end);
+        if (errno || end == t || !(v > 0 && v <= 1) || n == max || (*end && *end != '/')) return -1;
+        out[n] = v;
+        if (!*end) return n + 1;
+        t = end + 1;
+    }
+}
+
 /* a record with this key exists: in this process's store, or (sharded) at the start */
 bool eval_have(const eval_cfg *c, const char *key) {
     return skv_store_has(c->store, key) || (c->done && skv_store_has(c->done, key));
@@ -139,13 +173,15 @@ bool eval_have(const eval_cfg *c, const char *key) {
  * goes to rank i % size. A unit with nothing to run counts its cells as done work. */
 bool eval_take_unit(eval_cfg *c, const char *unit, const skv_eval_pol *const *pl, int npl, double work) {
     bool pending = false;
-    for (int p = 0; p < npl && !pending; p++)
-        for (int b = 0; b < c->n_budgets && !pending; b++) {
-            if ((pl[p]->spec.desc->caps & SKV_POLICY_KEEPS_ALL) && b > 0) continue;
+    for (int p = 0; p < npl && !pending; p++) {
+        const double *bl;
+        const int nb = eval_pol_budgets(c, pl[p], &bl);
+        for (int b = 0; b < nb && !pending; b++) {
             char key[512];
-            eval_make_key(c, unit, pl[p], c->budgets[b], key, sizeof key);
+            eval_make_key(c, unit, pl[p], bl[b], key, sizeof key);
             pending = !skv_store_has(c->done ? c->done : c->store, key);
         }
+    }
     if (!pending) { c->work_done += work; return false; }
     const int i = c->n_pending++;
     if (c->n_order == c->cap_order) {
