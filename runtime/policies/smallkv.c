@@ -543,7 +543,8 @@ const skv_policy_desc skv_policy_smallkv = {
               "(docs/results.md sections 11 and 12). At equal total memory, its SLM's cache counted, it "
               "needs that cache quantised (`slm_kv`): then it is ahead of Quest and H2O at ~23 % and ~52 % "
               "of the full cache, level with Quest at ~32 %, and behind H2O on the mean at ~12 % "
-              "(held-out documents, section 16); with an fp16 SLM cache Quest and H2O are closer (sections 11 and 15).",
+              "(768-token held-out documents, section 16); at 4K tokens Quest is ahead at ~23 % and ~27 % "
+              "(section 17); with an fp16 SLM cache Quest and H2O are closer (sections 11 and 15).",
     .caps = SKV_POLICY_NEEDS_SLM | SKV_POLICY_COLD_TIER | SKV_POLICY_MARGINAL | SKV_POLICY_GPU | SKV_POLICY_PER_HEAD,
     .opts = smallkv_opt_table,
     .n_opts = sizeof smallkv_opt_table / sizeof *smallkv_opt_table,
