@@ -267,7 +267,8 @@ eval-gsm8k-equal-memory: $(SKV) | data
 # of the full cache the settings fidelity chose (q4 SLM cache at 10 % hot, q8 at 10 %, k8v4
 # at 35 %) against Quest (page bounds 6.25 %), H2O and the oracle given the same device total,
 # then ~12 % (the 12-layer SLM, q4 cache, critical-heavy split, 5 % hot; H2O and Quest at
-# 11.6 %); one total at a time, each SmallKV cell ~45 min on 2 cores, each other ~7; resumable.
+# 11.6 %); one total at a time, its cells decoded together (POLICY@B: a policy's own budget),
+# ~50 s a problem for a SmallKV cell on one busy core; resumable.
 # The q4 cell's records made before key normalisation (plain keys) are labelled slmkv=q4; with
 # a binary since then each SmallKV cell is labelled :knorm and runs anew beside them
 GSM8K_D12 = OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) --slm $(QWEN_SLM) \
@@ -275,20 +276,13 @@ GSM8K_D12 = OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) -
             gsm8k --limit 100 -o results/qwen-gsm8k-equal-memory.json
 eval-gsm8k-slmkv: $(SKV) | data
 	@mkdir -p results $(EQ12_WORK)
-	$(GSM8K_EQMEM) --policies smallkv:slmkv=q4 --budgets 0.1
-	$(GSM8K_EQMEM) --policies quest --budgets 0.165
-	$(GSM8K_EQMEM) --policies h2o,oracle --budgets 0.227
-	$(GSM8K_EQMEM) --policies smallkv:slmkv=q8 --budgets 0.1
-	$(GSM8K_EQMEM) --policies quest --budgets 0.255
-	$(GSM8K_EQMEM) --policies h2o,oracle --budgets 0.317
-	$(GSM8K_EQMEM) --policies smallkv:slmkv=k8v4 --budgets 0.35
-	$(GSM8K_EQMEM) --policies quest --budgets 0.45
-	$(GSM8K_EQMEM) --policies h2o,oracle --budgets 0.518
+	$(GSM8K_EQMEM) --policies smallkv:slmkv=q4@0.1,quest@0.165,h2o@0.227,oracle@0.227
+	$(GSM8K_EQMEM) --policies smallkv:slmkv=q8@0.1,quest@0.255,h2o@0.317,oracle@0.317
+	$(GSM8K_EQMEM) --policies smallkv:slmkv=k8v4@0.35,quest@0.45,h2o@0.518,oracle@0.518
 	$(BUILD)/bin/mapgen profiles/qwen2.5-coder-0.5b-1.5b.wikitext2.calib profiles/qwen2.5-coder-0.5b-1.5b.pg-essays.calib \
 	  --max-depth 12 -q -o $(EQ12_WORK)/qwen-d12.skvprof
 	$(GSM8K_D12) --policies smallkv:slmkv=q4:split=small --budgets 0.05
-	$(GSM8K_EQMEM) --policies quest --budgets 0.053
-	$(GSM8K_EQMEM) --policies h2o,oracle --budgets 0.116
+	$(GSM8K_EQMEM) --policies quest@0.053,h2o@0.116,oracle@0.116
 
 # speculative decoding (scripts/spec-bench.sh, docs/performance.md): the plain full cache
 # and SmallKV at 20 %, each with the SLM drafting 2 / 4 (/ 6) tokens, adaptively up to 6, and
