@@ -4,7 +4,6 @@
 #include "runtime/cli/eval_cfg.h"
 #include "common/util.h"
 #include "kernels/cpu/matmul.h"
-#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,16 +149,13 @@ int eval_split_pol_budgets(char *s, double *out, int max) {
     char *at = strchr(s, '@');
     if (!at) return 0;
     *at = 0;
-    int n = 0;
-    for (char *t = at + 1;; n++) {
-        char *end;
-        errno = 0;
-        const double v = strtod(t, &end);
-        if (errno || end == t || !(v > 0 && v <= 1) || n == max || (*end && *end != '/')) return -1;
-        out[n] = v;
-        if (!*end) return n + 1;
-        t = end + 1;
-    }
+    char *list = at + 1;
+    const size_t n = strlen(list);
+    /* every '/' between two budgets (the comma list's parser would skip an empty one) */
+    if (!n || list[0] == '/' || list[n - 1] == '/' || strstr(list, "//")) return -1;
+    for (char *t = list; *t; t++)
+        if (*t == '/') *t = ',';
+    return eval_split_num(list, out, max, 1e-6, 1.0);   /* the bounds of --budgets */
 }
 
 /* a record with this key exists: in this process's store, or (sharded) at the start */
