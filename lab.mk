@@ -281,8 +281,7 @@ eval-gsm8k-slmkv: $(SKV) | data
 	$(GSM8K_EQMEM) --policies smallkv:slmkv=k8v4@0.35,quest@0.45,h2o@0.518,oracle@0.518
 	$(BUILD)/bin/mapgen profiles/qwen2.5-coder-0.5b-1.5b.wikitext2.calib profiles/qwen2.5-coder-0.5b-1.5b.pg-essays.calib \
 	  --max-depth 12 -q -o $(EQ12_WORK)/qwen-d12.skvprof
-	$(GSM8K_D12) --policies smallkv:slmkv=q4:split=small --budgets 0.05
-	$(GSM8K_EQMEM) --policies quest@0.053,h2o@0.116,oracle@0.116
+	$(GSM8K_D12) --policies smallkv:slmkv=q4:split=small@0.05,quest@0.053,h2o@0.116,oracle@0.116
 
 # speculative decoding (scripts/spec-bench.sh, docs/performance.md): the plain full cache
 # and SmallKV at 20 %, each with the SLM drafting 2 / 4 (/ 6) tokens, adaptively up to 6, and
