@@ -251,12 +251,12 @@ eval-equal-total-long-grid: $(SKV) | data
 	  --budgets 0.1,0.165,0.211,0.227,0.273 -o results/qwen-equal-total-4096.json
 # the SLM cache with normalised keys (the default since d00ae71) on all 8 documents per
 # corpus, at the totals above: q4 at 10 / 19 / 39 % hot (~23 / ~32 / ~52 %), q8 at 10 %, k8v4
-# at 35 % (docs/results.md section 16)
+# at 35 % (docs/results.md section 16); and the q4 cell at 10 % with the critical-heavy split
 eval-slmkv-knorm: $(SKV) | data
 	@mkdir -p results
 	$(MAKE) --no-print-directory EQMEM_DOCS=8 slmkv-knorm-cells
 slmkv-knorm-cells:
-	$(EQMEM) --policies smallkv:slmkv=q4@0.1/0.19/0.39,smallkv:slmkv=q8@0.1,smallkv:slmkv=k8v4@0.35
+	$(EQMEM) --policies smallkv:slmkv=q4@0.1/0.19/0.39,smallkv:slmkv=q8@0.1,smallkv:slmkv=k8v4@0.35,smallkv:slmkv=q4:split=small:small_at=1@0.1
 # 4K, the q4 cell (normalised keys) at 10 % hot with other budget splits on documents 0-2
 # (critical-heavy 6:1:1 at every budget, no V-only tokens, max over query heads, adaptive), the
 # critical-heavy one also on documents 3-5
