@@ -282,8 +282,8 @@ eval-gsm8k-equal-memory: $(SKV) | data
 	$(GSM8K_EQMEM) --policies smallkv:slmb=0.24 --budgets 0.1
 	$(GSM8K_EQMEM) --policies quest,h2o --budgets 0.2,0.51
 # section 16's totals on GSM8K (issue 49), the same 100 problems and file: at ~23 / ~32 / ~52 %
-# of the full cache the settings fidelity chose (q4 SLM cache at 10 % hot, q8 at 10 %, k8v4
-# at 35 %) against Quest (page bounds 6.25 %), H2O and the oracle given the same device total,
+# of the full cache the settings fidelity chose with normalised keys (a q4 SLM cache at 10 /
+# 19 / 39 % hot) against Quest (page bounds 6.25 %), H2O and the oracle given the same device total,
 # then ~12 % (the 12-layer SLM, q4 cache, critical-heavy split, 5 % hot; H2O and Quest at
 # 11.6 %); one total at a time, its cells decoded together (POLICY@B: a policy's own budget),
 # ~50 s a problem for a SmallKV cell on one busy core; resumable.
@@ -295,8 +295,8 @@ GSM8K_D12 = OMP_WAIT_POLICY=PASSIVE $(EVAL_NICE) $(SKV) eval --llm $(QWEN_LLM) -
 eval-gsm8k-slmkv: $(SKV) | data
 	@mkdir -p results $(EQ12_WORK)
 	$(GSM8K_EQMEM) --policies smallkv:slmkv=q4@0.1,quest@0.165,h2o@0.227,oracle@0.227
-	$(GSM8K_EQMEM) --policies smallkv:slmkv=q8@0.1,quest@0.255,h2o@0.317,oracle@0.317
-	$(GSM8K_EQMEM) --policies smallkv:slmkv=k8v4@0.35,quest@0.45,h2o@0.518,oracle@0.518
+	$(GSM8K_EQMEM) --policies smallkv:slmkv=q4@0.19,quest@0.255,h2o@0.317,oracle@0.317
+	$(GSM8K_EQMEM) --policies smallkv:slmkv=q4@0.39,quest@0.45,h2o@0.518,oracle@0.518
 	$(BUILD)/bin/mapgen profiles/qwen2.5-coder-0.5b-1.5b.wikitext2.calib profiles/qwen2.5-coder-0.5b-1.5b.pg-essays.calib \
 	  --max-depth 12 -q -o $(EQ12_WORK)/qwen-d12.skvprof
 	$(GSM8K_D12) --policies smallkv:slmkv=q4:split=small@0.05,quest@0.053,h2o@0.116,oracle@0.116

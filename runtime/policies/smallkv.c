@@ -541,9 +541,9 @@ const skv_policy_desc skv_policy_smallkv = {
     .choose = "Needs a small model of the same tokenizer and a profile for the pair. `score=now` is a "
               "query-aware retrieval method, closer to the full cache than Quest at the same hot budget "
               "(docs/results.md sections 11 and 12). At equal total memory, its SLM's cache counted, it "
-              "needs that cache quantised (`slm_kv`): then it is ahead of Quest and H2O at ~23 % and ~52 % "
-              "of the full cache, level with Quest at ~32 % and with H2O at ~12 % (768-token held-out "
-              "documents, section 16); at 4K tokens Quest is ahead at ~23 % and ~27 %, level at ~23 % "
+              "needs that cache quantised (`slm_kv=q4`, keys normalised): then it is ahead of Quest and H2O "
+              "at ~23 %, ~32 % and ~52 % of the full cache and level with H2O at ~12 % (768-token "
+              "held-out documents, section 16); at 4K tokens Quest is ahead at ~23 % and ~27 %, level at ~23 % "
               "with the critical-heavy split (`split=small:small_at=1`), and at 8K Quest and H2O are ahead "
               "(section 17); with an fp16 SLM cache Quest and H2O are closer (sections 11 and 15).",
     .caps = SKV_POLICY_NEEDS_SLM | SKV_POLICY_COLD_TIER | SKV_POLICY_MARGINAL | SKV_POLICY_GPU | SKV_POLICY_PER_HEAD,
