@@ -13,7 +13,9 @@ usage: scripts/equal-total.py RESULTS.json [...] [--task gsm8k] [--docs LO-HI] [
   --docs: fidelity: documents LO..HI of each corpus only (e.g. 4-7, the held-out ones)
   --units: only cells with at least N units (default 1); the n column says how many
 """
-import argparse, json, math, random, sys
+import argparse, json, math, sys
+
+from skv_records import bootstrap_mean, doc_range, load_records
 
 
 def wilson(k, n, z=1.959964):
@@ -24,13 +26,6 @@ def wilson(k, n, z=1.959964):
     c = (p + z * z / (2 * n)) / d
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return c - h, c + h
-
-
-def bootstrap_mean(xs, resamples=10000):
-    n = len(xs)
-    rng = random.Random(1)
-    means = sorted(sum(xs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
 def device_share(m):
@@ -48,19 +43,8 @@ def main():
     ap.add_argument("--docs", default=None)
     ap.add_argument("--units", type=int, default=1)
     args = ap.parse_args()
-    recs = []
-    for path in args.results:
-        try:
-            recs += json.load(open(path))["records"]
-        except (OSError, ValueError, KeyError) as e:
-            sys.exit(f"equal-total: {path}: {e}")
-    docs = None
-    if args.docs:
-        lo, _, hi = args.docs.partition("-")
-        try:
-            docs = range(int(lo), int(hi or lo) + 1)
-        except ValueError:
-            sys.exit(f"equal-total: bad --docs '{args.docs}' (LO-HI)")
+    recs = load_records(args.results, "equal-total")
+    docs = doc_range(args.docs, "equal-total")
     fid = args.task in ("fidelity", "depth")
     cells = {}   # (policy, budget) -> {unit: (value, share, pred)}
     for r in recs:

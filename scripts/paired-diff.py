@@ -11,7 +11,9 @@ usage: scripts/paired-diff.py RESULTS.json [...] [--task gsm8k] [--budget B] [--
         or LABEL@BUDGET for a cell at its own budget (e.g. quest@0.51)
 prints one line per B: units in common, A - B, [2.5 %, 97.5 %] of 10000 resamples.
 """
-import argparse, json, random, sys
+import argparse, json, sys
+
+from skv_records import bootstrap_mean, doc_range, load_records
 
 
 def main():
@@ -27,23 +29,12 @@ def main():
     if len(args.pair) < 2:
         sys.exit("paired-diff: --pair needs A and at least one B")
     args.a, args.b = args.pair[0], args.pair[1:]
-    recs = []
-    for path in args.results:
-        try:
-            recs += json.load(open(path))["records"]
-        except (OSError, ValueError, KeyError) as e:
-            sys.exit(f"paired-diff: {path}: {e}")
+    recs = load_records(args.results, "paired-diff")
     tasks = set(args.task.split(","))
     fid = tasks <= {"fidelity", "depth"}
     if len(tasks) > 1 and not fid:
         sys.exit("paired-diff: several tasks only as fidelity,depth")
-    docs = None
-    if args.docs:
-        lo, _, hi = args.docs.partition("-")
-        try:
-            docs = range(int(lo), int(hi or lo) + 1)
-        except ValueError:
-            sys.exit(f"paired-diff: bad --docs '{args.docs}' (LO-HI)")
+    docs = doc_range(args.docs, "paired-diff")
     wanted = {}   # label -> budget it asks for (None: any / --budget)
     for p in args.pair:
         name, _, b = p.partition("@")
@@ -75,9 +66,7 @@ def main():
             continue
         d = [by[args.a][u] - by[b][u] for u in common]
         n = len(d)
-        rng = random.Random(1)
-        means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(args.resamples))
-        lo, hi = means[int(0.025 * args.resamples)], means[int(0.975 * args.resamples) - 1]
+        lo, hi = bootstrap_mean(d, args.resamples)
         inside = " (0 inside)" if lo <= 0 <= hi else ""
         if fid:
             print(f"{args.a} - {b}: {n} documents, {sum(d) / n:+.3f} nats [{lo:+.3f}, {hi:+.3f}]{inside}")
