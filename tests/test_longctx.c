@@ -329,6 +329,19 @@ static const cJSON *find_prefix(const skv_eval_store *s, const char *prefix) {
     return NULL;
 }
 
+/* The last progress line rank 0 wrote to dir/err.txt (off a terminal: a line per unit)
+ * starts with tag and says 100.0 %: its share of the units, resumed ones included. */
+static void last_progress_is_done(const char *dir, const char *tag) {
+    char path[800], line[1024], last[1024] = "";
+    snprintf(path, sizeof path, "%s/err.txt", dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, tag, strlen(tag))) snprintf(last, sizeof last, "%s", line);
+    fclose(f);
+    if (!strstr(last, " 100.0%")) fail_msg("last progress line in %s: '%s'", path, last);
+}
+
 static void test_cli_tasks(void **st) {
     (void)st;
     if (!cli_ready()) { print_message("needs build/bin/smallkv, %s and pg-essays: skipping\n", TEST_SMOL); skip(); }
@@ -460,8 +473,9 @@ static void test_mpi_two_ranks(void **st) {
     snprintf(cmd, sizeof cmd, "cd %s && %s %s >/dev/null 2>&1", dir[0], g_bin, args);
     assert_int_equal(run_cmd(cmd), 0);
     /* two ranks: the same records in the same order, the shard files gone */
-    snprintf(cmd, sizeof cmd, "cd %s && OMP_NUM_THREADS=1 %s -n 2 %s %s >/dev/null 2>&1", dir[1], mpirun, g_mpibin, args);
+    snprintf(cmd, sizeof cmd, "cd %s && OMP_NUM_THREADS=1 %s -n 2 %s %s >/dev/null 2>err.txt", dir[1], mpirun, g_mpibin, args);
     assert_int_equal(run_cmd(cmd), 0);
+    last_progress_is_done(dir[1], "[niah rank 0/2]");   /* rank 0's progress counts its own share */
     char pa[800], pb[800];
     snprintf(pa, sizeof pa, "%s/r.json", dir[0]);
     snprintf(pb, sizeof pb, "%s/r.json", dir[1]);
@@ -493,7 +507,7 @@ static void test_mpi_two_ranks(void **st) {
     assert_int_equal(skv_store_save(part), 0);
     assert_int_equal(skv_store_save(stray), 0);
     skv_store_free(part); skv_store_free(stray); skv_store_free(full);
-    snprintf(cmd, sizeof cmd, "cd %s && OMP_NUM_THREADS=1 %s -n 3 %s %s 2>/dev/null", dir[2], mpirun, g_mpibin, args);
+    snprintf(cmd, sizeof cmd, "cd %s && OMP_NUM_THREADS=1 %s -n 3 %s %s 2>err.txt", dir[2], mpirun, g_mpibin, args);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
     char line[1024];
@@ -502,6 +516,7 @@ static void test_mpi_two_ranks(void **st) {
     assert_int_equal(pclose(f), 0);
     assert_int_equal(added, 12 - 4);   /* new to r.json: the stray shard's 3 and 5 run now */
     assert_int_equal(access(p2s, F_OK), -1);
+    last_progress_is_done(dir[2], "[niah rank 0/3]");   /* resumed records count as done work */
     char **tc = NULL;
     free_texts(ta, na);
     records_text(pa, true, &ta);

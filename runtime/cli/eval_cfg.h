@@ -58,8 +58,10 @@ typedef struct {
     skv_eval_ctx ctx;
     skv_eval_store *store;
     char git[64], command[2048];
-    /* progress */
-    double t_start, work_total, work_done, unit_work;
+    /* progress: work_total is every unit's; work_seen what the units met so far hold (any
+     * rank's), work_others what other ranks took of it; work_done includes work_skipped
+     * (records that existed at the start), which the ETA's rate leaves out */
+    double t_start, work_total, work_done, work_skipped, work_seen, work_others, unit_work;
     const char *unit_name;
 } eval_cfg;
 
@@ -68,6 +70,7 @@ int eval_split(const char *s, char **out, int max);   /* comma list into heap st
 int eval_split_num(const char *s, double *out, int max, double lo, double hi);   /* -1 if out of [lo, hi] */
 void eval_git_commit(char *out, size_t n);            /* HEAD (or $SKV_GIT_COMMIT), "-dirty" if code changed */
 void eval_show_progress(eval_cfg *c, double unit_frac);
+void eval_skip_work(eval_cfg *c, double work);        /* work found done (resumed): counted, not timed */
 void eval_fid_progress(void *u, long done, long total);   /* a progress callback; u is the eval_cfg */
 bool eval_runs_slm(const skv_eval_pol *p);
 void eval_make_key(const eval_cfg *c, const char *unit, const skv_eval_pol *p, double budget, char *key, size_t n);

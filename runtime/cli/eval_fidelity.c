@@ -168,7 +168,7 @@ int eval_run_fidelity(eval_cfg *c, bool calibration) {
                     n++;
                 }
             }
-            if (!n) { c->work_done += (double)steps * (1 + ncell); continue; }
+            if (!n) { eval_skip_work(c, (double)steps * (1 + ncell)); continue; }
             int *toks = NULL;
             if (skv_eval_document(c->llm->tok, text, len, c->tokens, d, &toks) < 0) { free(text); return cli_fail(c->corpora[ci]); }
             c->unit_name = unit;

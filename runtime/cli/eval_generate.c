@@ -39,7 +39,7 @@ static int gen_unit(eval_cfg *c, const char *unit, cJSON *unit_json, const int *
         for (int b = 0; b < nb; b++) {
             if (n == (int)(sizeof cells / sizeof *cells)) break;
             eval_make_key(c, unit, pol, bl[b], keys[n], sizeof keys[n]);
-            if (eval_have(c, keys[n])) { c->work_done += 1; continue; }
+            if (eval_have(c, keys[n])) { eval_skip_work(c, 1); continue; }
             memset(&cells[n], 0, sizeof cells[n]);
             cells[n].pol = pol;
             cells[n].budget = bl[b];

@@ -74,15 +74,25 @@ void eval_show_progress(eval_cfg *c, double unit_frac) {
     if (!tty && unit_frac > 0 && skv_now() - last_line < 60) return;
     if (!tty) last_line = skv_now();
     double done = c->work_done + unit_frac * c->unit_work, el = skv_now() - c->t_start;
+    const double ran = done - c->work_skipped;   /* the rate comes from work done in this run */
+    /* this rank's share: what it took of the units met so far, and a size-th of the rest
+     * (pending units go to the ranks in turn) */
+    const double rest = c->work_total - c->work_seen;
+    const double total = c->work_total - c->work_others - rest * (c->size - 1) / c->size;
     char e1[32], e2[32];
     fmt_dur(el, e1, sizeof e1);
-    fmt_dur(done > 0 ? el / done * (c->work_total - done) : -1, e2, sizeof e2);
+    fmt_dur(ran > 0 ? el / ran * (total - done) : -1, e2, sizeof e2);
     char tag[64] = "";
     if (c->size > 1) snprintf(tag, sizeof tag, " rank 0/%d", c->size);
     fprintf(stderr, "%s[%s%s] %-40.40s %5.1f%%  elapsed %s  ETA %s   %s", tty ? "\r" : "", c->task, tag,
-            c->unit_name ? c->unit_name : "", c->work_total > 0 ? 100.0 * done / c->work_total : 0, e1, e2,
+            c->unit_name ? c->unit_name : "", total > 0 ? 100.0 * done / total : 0, e1, e2,
             tty ? "" : "\n");
     fflush(stderr);
+}
+
+void eval_skip_work(eval_cfg *c, double work) {
+    c->work_done += work;
+    c->work_skipped += work;
 }
 
 void eval_fid_progress(void *u, long done, long total) {
@@ -178,7 +188,8 @@ bool eval_take_unit(eval_cfg *c, const char *unit, const skv_eval_pol *const *pl
             pending = !skv_store_has(c->done ? c->done : c->store, key);
         }
     }
-    if (!pending) { c->work_done += work; return false; }
+    c->work_seen += work;
+    if (!pending) { eval_skip_work(c, work); return false; }
     const int i = c->n_pending++;
     if (c->n_order == c->cap_order) {
         const int nc = c->cap_order ? 2 * c->cap_order : 64;
@@ -190,7 +201,9 @@ bool eval_take_unit(eval_cfg *c, const char *unit, const skv_eval_pol *const *pl
         snprintf(pre, sizeof pre, "%s|%s|", c->task, unit);
         if ((c->order[c->n_order] = skv_strdup(pre))) c->n_order++;
     }
-    return i % c->size == c->rank;
+    if (i % c->size == c->rank) return true;
+    c->work_others += work;   /* the progress shows this rank's share */
+    return false;
 }
 
 /* the grid's policies as a list (generation tasks) */
