@@ -164,7 +164,9 @@ int smallkv_length(const smallkv_session *s);       /* tokens in the sequence */
 smallkv_session *smallkv_fork(const smallkv_session *s);
 
 /* Generation from the current logits (greedy, or sampled at the options' temperature): up to
- * max_tokens tokens, each appended with smallkv_step after cb saw it. cb(id, bytes, len, user) returning nonzero stops early;
+ * max_tokens tokens, each appended with smallkv_step after cb saw it, but the last one (the one
+ * at max_tokens or the one cb stopped at: the sequence ends with the token before it, and a
+ * caller who continues steps it). cb(id, bytes, len, user) returning nonzero stops early;
  * a stop token (end of turn / text) ends generation without being passed to cb.
  * Returns the number of tokens generated, -1 + error. */
 /* The next token from the current logits: greedy at temperature 0, else a sample of

@@ -4,6 +4,7 @@
 #include "gguf_writer.h"
 #include "test_env.h"
 #include "common/util.h"
+#include "runtime/tokenizer/tokenizer_internal.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -400,6 +401,63 @@ static void llama3_factors(const skv_config *c, float *f) {
     }
 }
 
+/* The byte-level BPE tokenizer of a tiny model (tiny_model.byte_bpe): ids 0-255 are the
+ * bytes in the GPT-2 byte alphabet, id 256 + i the merge of tiny_bpe_merges[i] (ASCII pairs,
+ * ' ' written as the alphabet's U+0120), as many as the vocabulary holds. */
+static const char *const tiny_bpe_merges[] = {
+    " t", " a", "he", "in", "re", "on", " s", "er", " w", "at", "nd", "ou", " o", "es", "ed",
+    "en", "it", "or", "is", "an", "ar", "ng", " b", " c", " f", " h", " m", " p", "le", "st",
+    "al", "te", "ti", "as", "ve", "ro", "co", "ra", "ha", "de", "to", "ri", "ea", "el"};
+
+static int append_byte_sym(char *dst, size_t cap, uint8_t b) {   /* one byte, alphabet form */
+    char u[4];
+    int n = skv_utf8_encode(skv_byte_to_unicode(b), u);
+    size_t len = strlen(dst);
+    if (n <= 0 || len + (size_t)n + 1 > cap) return -1;
+    memcpy(dst + len, u, (size_t)n);
+    dst[len + (size_t)n] = 0;
+    return 0;
+}
+
+static int add_byte_bpe(gw_writer *w, int vocab) {
+    int n_merge = vocab - 256, cap = (int)(sizeof tiny_bpe_merges / sizeof tiny_bpe_merges[0]);
+    if (n_merge < 0) return skv_error("tiny byte_bpe: vocabulary %d < 256", vocab);
+    if (n_merge > cap) n_merge = cap;   /* the rest of the ids: unused filler tokens */
+    char (*tok)[24] = calloc((size_t)vocab, sizeof *tok);
+    char (*mer)[16] = calloc((size_t)(n_merge > 0 ? n_merge : 1), sizeof *mer);
+    const char **tp = calloc((size_t)vocab, sizeof *tp), **mp = calloc((size_t)(n_merge > 0 ? n_merge : 1), sizeof *mp);
+    int32_t *type = calloc((size_t)vocab, sizeof *type);
+    int rc = (!tok || !mer || !tp || !mp || !type) ? skv_error("out of memory") : 0;
+    for (int i = 0; rc == 0 && i < vocab; i++) {
+        type[i] = 1;
+        if (i < 256) rc = append_byte_sym(tok[i], sizeof tok[i], (uint8_t)i);
+        else if (i < 256 + n_merge) {
+            const char *p = tiny_bpe_merges[i - 256];
+            rc = append_byte_sym(tok[i], sizeof tok[i], (uint8_t)p[0]);
+            rc |= append_byte_sym(tok[i], sizeof tok[i], (uint8_t)p[1]);
+            rc |= append_byte_sym(mer[i - 256], sizeof mer[i - 256], (uint8_t)p[0]);
+            size_t l = strlen(mer[i - 256]);
+            mer[i - 256][l] = ' ';
+            mer[i - 256][l + 1] = 0;
+            rc |= append_byte_sym(mer[i - 256], sizeof mer[i - 256], (uint8_t)p[1]);
+            mp[i - 256] = mer[i - 256];
+        } else {
+            snprintf(tok[i], sizeof tok[i], "<unused%d>", i);
+            type[i] = 5;
+        }
+        tp[i] = tok[i];
+    }
+    if (rc == 0) {
+        rc |= gw_add_str(w, "tokenizer.ggml.model", "gpt2");
+        rc |= gw_add_str(w, "tokenizer.ggml.pre", "qwen2");
+        rc |= gw_add_arr_str(w, "tokenizer.ggml.tokens", tp, (uint64_t)vocab);
+        rc |= gw_add_arr_str(w, "tokenizer.ggml.merges", mp, (uint64_t)n_merge);
+        rc |= gw_add_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, type, (uint64_t)vocab);
+    }
+    free(tok); free(mer); free(tp); free(mp); free(type);
+    return rc ? -1 : 0;
+}
+
 int tiny_model_write_gguf(const tiny_model *m, const char *path, int type) {
     const skv_config *c = &m->cfg;
     const char *arch = c->arch == SKV_ARCH_QWEN2 ? "qwen2" : c->arch == SKV_ARCH_QWEN3 ? "qwen3"
@@ -431,6 +489,7 @@ int tiny_model_write_gguf(const tiny_model *m, const char *path, int type) {
     }
     if (m->gguf_extra_key && m->gguf_extra_str) rc |= gw_add_str(w, m->gguf_extra_key, m->gguf_extra_str);
     else if (m->gguf_extra_key) rc |= gw_add_f32(w, m->gguf_extra_key, m->gguf_extra_f32);
+    if (m->byte_bpe && rc == 0) rc = add_byte_bpe(w, c->vocab);
     if (c->rope_scale == SKV_ROPE_SCALE_LINEAR) {
         rc |= gw_add_str(w, KEY("rope.scaling.type"), "linear");
         rc |= gw_add_f32(w, KEY("rope.scaling.factor"), c->rope_factor);

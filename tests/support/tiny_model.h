@@ -33,6 +33,11 @@ typedef struct {
      * is set, else the F32 gguf_extra_f32 */
     const char *gguf_extra_key, *gguf_extra_str;
     float gguf_extra_f32;
+    /* 1: tiny_model_write_gguf also writes a byte-level BPE tokenizer (GGUF model "gpt2",
+     * pre "qwen2"): the 256 byte tokens, then merges of frequent English letter pairs up to
+     * the vocabulary (tiny_bpe_merges), no special tokens. Lets the calibration and the CLI
+     * read text with a tiny model */
+    int byte_bpe;
 } tiny_model;
 
 /* 2 layers, dim 64, 4 heads / 2 kv heads, head_dim 16, ffn 96, vocab 300. qwen2 gets q/k/v
