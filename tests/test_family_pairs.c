@@ -66,6 +66,13 @@ typedef struct {
     char slm[512], llm[512], corpus[512], calib[512], prof[512];
 } pair_files;
 
+static void write_text(const char *path, const char *text, size_t len) {
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(text, 1, len, fp), len);
+    assert_int_equal(fclose(fp), 0);
+}
+
 static int write_model(const char *fam, uint64_t seed, const char *path) {
     tiny_model *t = tiny_model_new_family(fam, seed);
     if (!t) return -1;
@@ -83,10 +90,7 @@ static void make_pair(const char *fam, uint64_t slm_seed, uint64_t llm_seed, pai
     snprintf(f->llm, sizeof f->llm, "%s/%s-%llu.gguf", d, fam, (unsigned long long)llm_seed);
     snprintf(f->calib, sizeof f->calib, "%s/%s.calib", d, fam);
     snprintf(f->prof, sizeof f->prof, "%s/%s.skvprof", d, fam);
-    FILE *fp = fopen(f->corpus, "w");
-    assert_non_null(fp);
-    assert_int_equal(fputs(TEXT, fp) >= 0, 1);
-    assert_int_equal(fclose(fp), 0);
+    write_text(f->corpus, TEXT, strlen(TEXT));
     if (write_model(fam, slm_seed, f->slm)) fail_msg("%s: %s", fam, skv_last_error());
     if (llm_seed != slm_seed && write_model(fam, llm_seed, f->llm)) fail_msg("%s: %s", fam, skv_last_error());
 }
@@ -252,11 +256,8 @@ static void cli_run(const char *fam) {
                           f.slm, f.llm, f.corpus, W_CAL, N_WIN, f.calib), 0);
     assert_int_equal(tool("mapgen", "%s -o %s", f.calib, f.prof), 0);
     char ctx[600];   /* a context that fits the tiny models' 512 positions: ~700 bytes */
-    snprintf(ctx, sizeof ctx, "%s/context.txt", test_tmpdir());
-    FILE *fp = fopen(ctx, "w");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(TEXT, 1, 700, fp), 700);
-    assert_int_equal(fclose(fp), 0);
+    snprintf(ctx, sizeof ctx, "%s", test_tmp("context.txt"));
+    write_text(ctx, TEXT, 700);
     assert_int_equal(tool("smallkv", "generate --llm %s --slm %s --profile %s --policy smallkv --budget 0.25 "
                           "--context %s --prompt 'The keeper' -n 12 --threads 1 --stats",
                           f.llm, f.slm, f.prof, ctx), 0);

@@ -409,14 +409,10 @@ static const char *const tiny_bpe_merges[] = {
     "en", "it", "or", "is", "an", "ar", "ng", " b", " c", " f", " h", " m", " p", "le", "st",
     "al", "te", "ti", "as", "ve", "ro", "co", "ra", "ha", "de", "to", "ri", "ea", "el"};
 
-static int append_byte_sym(char *dst, size_t cap, uint8_t b) {   /* one byte, alphabet form */
-    char u[4];
-    int n = skv_utf8_encode(skv_byte_to_unicode(b), u);
-    size_t len = strlen(dst);
-    if (n <= 0 || len + (size_t)n + 1 > cap) return -1;
-    memcpy(dst + len, u, (size_t)n);
-    dst[len + (size_t)n] = 0;
-    return 0;
+/* byte b in the GPT-2 byte alphabet, NUL-terminated (at most 2 bytes of UTF-8) */
+static void byte_sym(uint8_t b, char out[5]) {
+    int n = skv_utf8_encode(skv_byte_to_unicode(b), out);
+    out[n > 0 ? n : 0] = 0;
 }
 
 static int add_byte_bpe(gw_writer *w, int vocab) {
@@ -430,22 +426,21 @@ static int add_byte_bpe(gw_writer *w, int vocab) {
     int rc = (!tok || !mer || !tp || !mp || !type) ? skv_error("out of memory") : 0;
     for (int i = 0; rc == 0 && i < vocab; i++) {
         type[i] = 1;
-        if (i < 256) rc = append_byte_sym(tok[i], sizeof tok[i], (uint8_t)i);
-        else if (i < 256 + n_merge) {
+        tp[i] = tok[i];
+        if (i < 256) {
+            byte_sym((uint8_t)i, tok[i]);
+        } else if (i < 256 + n_merge) {   /* "ab": token "ab", merge "a b" */
             const char *p = tiny_bpe_merges[i - 256];
-            rc = append_byte_sym(tok[i], sizeof tok[i], (uint8_t)p[0]);
-            rc |= append_byte_sym(tok[i], sizeof tok[i], (uint8_t)p[1]);
-            rc |= append_byte_sym(mer[i - 256], sizeof mer[i - 256], (uint8_t)p[0]);
-            size_t l = strlen(mer[i - 256]);
-            mer[i - 256][l] = ' ';
-            mer[i - 256][l + 1] = 0;
-            rc |= append_byte_sym(mer[i - 256], sizeof mer[i - 256], (uint8_t)p[1]);
+            char a[5], b[5];
+            byte_sym((uint8_t)p[0], a);
+            byte_sym((uint8_t)p[1], b);
+            snprintf(tok[i], sizeof tok[i], "%s%s", a, b);
+            snprintf(mer[i - 256], sizeof mer[i - 256], "%s %s", a, b);
             mp[i - 256] = mer[i - 256];
         } else {
             snprintf(tok[i], sizeof tok[i], "<unused%d>", i);
             type[i] = 5;
         }
-        tp[i] = tok[i];
     }
     if (rc == 0) {
         rc |= gw_add_str(w, "tokenizer.ggml.model", "gpt2");
